@@ -1,0 +1,96 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "baton",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "baton", targets: ["baton"]),
+        .library(name: "BatonServer", targets: ["BatonServer"]),
+        .library(name: "BatonPostgres", targets: ["BatonPostgres"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML"]),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+    ],
+    targets: [
+        // libpq, found through pkg-config.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
+        ),
+        // The one small wrapper everything that touches PostgreSQL goes through.
+        .target(
+            name: "BatonPostgres",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // JSON values with ordered keys and a fast deterministic encoder.
+        .target(
+            name: "BatonJSON",
+            dependencies: [.product(name: "OrderedCollections", package: "swift-collections")],
+            swiftSettings: swiftSettings
+        ),
+        // HTTP: routes, middleware, configuration, metrics, lifecycle.
+        .target(
+            name: "BatonServer",
+            dependencies: [
+                "BatonJSON",
+                "BatonPostgres",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "baton",
+            dependencies: [
+                "BatonServer",
+                "BatonPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Shared by the test targets: a throwaway PostgreSQL cluster and helpers.
+        .target(
+            name: "BatonTestSupport",
+            dependencies: ["BatonPostgres"],
+            path: "Tests/BatonTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BatonPostgresTests",
+            dependencies: ["BatonPostgres", "BatonTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,109 @@
+@_exported import OrderedCollections
+
+/// A JSON document as a value: what flows, screens and responses are made of.
+///
+/// Objects keep their keys in insertion order, so a screen or response encodes to the same
+/// bytes every time — which the ETag of a screen and the byte-for-byte replay of a command
+/// response rely on.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case int(Int)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(JSONObject)
+
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    public var intValue: Int? {
+        switch self {
+        case .int(let value): return value
+        case .double(let value): return value.rounded() == value && abs(value) < 9e15 ? Int(value) : nil
+        default: return nil
+        }
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    public var objectValue: JSONObject? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+
+    public var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+
+    /// The member `key` of an object (nil for anything else or a missing key).
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let object) = self { return object[key] }
+        return nil
+    }
+
+    /// The value at a dotted path such as `result.name` or `items.0.id`.
+    public func value(atPath path: some StringProtocol) -> JSONValue? {
+        var current = self
+        for part in path.split(separator: ".", omittingEmptySubsequences: false) {
+            switch current {
+            case .object(let object):
+                guard let next = object[String(part)] else { return nil }
+                current = next
+            case .array(let array):
+                guard let index = Int(part), array.indices.contains(index) else { return nil }
+                current = array[index]
+            default:
+                return nil
+            }
+        }
+        return current
+    }
+
+    /// How the value reads when interpolated into text: strings as they are, numbers and
+    /// booleans in JSON form, null as empty, containers as compact JSON.
+    public var interpolationText: String {
+        switch self {
+        case .null: return ""
+        case .bool(let value): return value ? "true" : "false"
+        case .int(let value): return String(value)
+        case .double(let value): return JSONEncoding.format(value)
+        case .string(let value): return value
+        case .array, .object: return String(decoding: JSONEncoding.encode(self), as: UTF8.self)
+        }
+    }
+}
+
+/// An ordered JSON object.
+public typealias JSONObject = OrderedDictionary<String, JSONValue>
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral, ExpressibleByFloatLiteral
+{
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .int(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(nilLiteral: ()) { self = .null }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        var object = JSONObject()
+        for (key, value) in elements { object[key] = value }
+        self = .object(object)
+    }
+}
+
+extension JSONValue: CustomStringConvertible {
+    public var description: String { String(decoding: JSONEncoding.encode(self), as: UTF8.self) }
+}

@@ -1,0 +1,330 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A private PostgreSQL cluster in a directory of its own, for development and tests.
+///
+/// `start()` runs `initdb` once (a `trust`-authenticated cluster listening only on a unix
+/// socket inside the directory, so nothing else on the machine can reach it), starts it with
+/// `pg_ctl` unless it is already running, creates the database, and returns a libpq conninfo.
+/// `stop()` stops it again if this instance started it. PostgreSQL refuses to run as root, so
+/// when Baton runs as root the cluster runs as the `postgres` system user.
+public final class EmbeddedPostgres: Sendable {
+    /// Where the cluster lives and how it runs.
+    public struct Configuration: Sendable {
+        /// The directory holding `data/`, the socket and the server log (`.baton/postgres`).
+        public var directory: URL
+        /// The database `start()` creates and connects to.
+        public var databaseName: String
+        /// Extra `postgres -c` settings (tests turn durability off for speed).
+        public var settings: [String: String]
+        /// Where `initdb` and `pg_ctl` live; found automatically when nil.
+        public var binDirectory: String?
+
+        public init(
+            directory: URL, databaseName: String = "baton", settings: [String: String] = [:], binDirectory: String? = nil
+        ) {
+            self.directory = directory
+            self.databaseName = databaseName
+            self.settings = settings
+            self.binDirectory = binDirectory
+        }
+    }
+
+    /// Why the cluster could not be set up, with what to do about it.
+    public struct Error: Swift.Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    public let configuration: Configuration
+    private let startedByUs = AtomicFlag()
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    var dataDirectory: URL { configuration.directory.appendingPathComponent("data") }
+    var logFile: URL { configuration.directory.appendingPathComponent("server.log") }
+    /// The pid of the process responsible for stopping the cluster.
+    var ownerFile: URL { configuration.directory.appendingPathComponent("owner.pid") }
+
+    /// The live process that started (or adopted) the running cluster, if any.
+    private func currentOwner() -> pid_t? {
+        guard let text = try? String(contentsOf: ownerFile, encoding: .utf8),
+            let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0
+        else { return nil }
+        return kill(pid, 0) == 0 || errno == EPERM ? pid : nil
+    }
+
+    /// The socket directory: inside the cluster directory when the path is short enough for a
+    /// unix socket (about 100 bytes), else a short per-directory path under /tmp.
+    var socketDirectory: String {
+        let inside = configuration.directory.appendingPathComponent("run").path
+        if inside.utf8.count + "/.s.PGSQL.5432".utf8.count < 100 { return inside }
+        let digest = configuration.directory.path.utf8.reduce(UInt64(14_695_981_039_346_656_037)) {
+            ($0 ^ UInt64($1)) &* 1_099_511_628_211
+        }
+        return "/tmp/baton-\(String(digest, radix: 36))"
+    }
+
+    /// The libpq conninfo of the running cluster.
+    public var conninfo: String {
+        "host=\(socketDirectory) port=5432 user=postgres dbname=\(configuration.databaseName)"
+    }
+
+    /// Creates the cluster if needed, starts it if it is not running, and ensures the database
+    /// exists. Returns the conninfo. Safe to call from two processes at once (a file lock).
+    @discardableResult
+    public func start(log: (String) -> Void = { _ in }) throws -> String {
+        guard Self.isValidIdentifier(configuration.databaseName) else {
+            throw Error(description: "database name '\(configuration.databaseName)' must be lowercase letters, digits and _")
+        }
+        let binaries = try Self.findBinaries(configuration.binDirectory)
+        let runAs = try Self.serviceUser()
+        let fm = FileManager.default
+        try fm.createDirectory(at: configuration.directory, withIntermediateDirectories: true)
+        try fm.createDirectory(atPath: socketDirectory, withIntermediateDirectories: true)
+        if let runAs {
+            try Self.checkTraversable(configuration.directory, by: runAs)
+            for path in [configuration.directory.path, socketDirectory] { chown(path, runAs.uid, runAs.gid) }
+        }
+        return try withFileLock(configuration.directory.appendingPathComponent("lock").path) {
+            if !fm.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
+                log("initialising a PostgreSQL cluster in \(dataDirectory.path)")
+                try? fm.removeItem(at: dataDirectory)
+                try run(
+                    binaries.initdb,
+                    ["-D", dataDirectory.path, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync"],
+                    as: runAs, what: "initdb")
+            }
+            if try !isRunning(binaries) {
+                log("starting PostgreSQL (socket in \(socketDirectory), log in \(logFile.path))")
+                var options = ["-k \(socketDirectory)", "-c listen_addresses=''", "-p 5432"]
+                for (key, value) in configuration.settings.sorted(by: { $0.key < $1.key }) {
+                    options.append("-c \(key)=\(value)")
+                }
+                try run(
+                    binaries.pgctl,
+                    ["-D", dataDirectory.path, "-l", logFile.path, "-w", "-t", "60", "-o", options.joined(separator: " "), "start"],
+                    as: runAs, what: "pg_ctl start")
+                startedByUs.set()
+                try? String(getpid()).write(to: ownerFile, atomically: true, encoding: .utf8)
+            } else if let owner = currentOwner(), owner != getpid() {
+                log("reusing the PostgreSQL cluster that process \(owner) started in \(dataDirectory.path)")
+            } else {
+                // Left running by a process that is gone (killed, crashed): adopt it, so it is
+                // stopped when we stop.
+                log("adopting the PostgreSQL cluster left running in \(dataDirectory.path)")
+                startedByUs.set()
+                try? String(getpid()).write(to: ownerFile, atomically: true, encoding: .utf8)
+            }
+            try createDatabaseIfMissing()
+            return conninfo
+        }
+    }
+
+    /// Stops the cluster if this instance started it (`pg_ctl stop -m fast`): a cluster another
+    /// process started stays up for that process.
+    public func stop() throws {
+        guard startedByUs.clear() else { return }
+        try? FileManager.default.removeItem(at: ownerFile)
+        try forceStop()
+    }
+
+    /// Stops the cluster whoever started it.
+    public func forceStop() throws {
+        let binaries = try Self.findBinaries(configuration.binDirectory)
+        try run(binaries.pgctl, ["-D", dataDirectory.path, "-m", "fast", "-w", "-t", "60", "stop"], as: try Self.serviceUser(), what: "pg_ctl stop")
+    }
+
+    /// Creates another database in the same cluster (tests give each suite its own).
+    public func createDatabase(_ name: String, template: String? = nil) throws -> String {
+        guard Self.isValidIdentifier(name), template.map(Self.isValidIdentifier) ?? true else {
+            throw Error(description: "database names must be lowercase letters, digits and _")
+        }
+        let admin = try PostgresConnection(conninfo: "host=\(socketDirectory) port=5432 user=postgres dbname=postgres")
+        // Identifiers cannot be parameters; the names were validated above.
+        try admin.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
+        return "host=\(socketDirectory) port=5432 user=postgres dbname=\(name)"
+    }
+
+    // MARK: - Internals
+
+    private func createDatabaseIfMissing() throws {
+        let admin = try PostgresConnection(conninfo: "host=\(socketDirectory) port=5432 user=postgres dbname=postgres")
+        let exists = try admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [configuration.databaseName])
+        if exists.isEmpty {
+            do {
+                try admin.execute("CREATE DATABASE \(configuration.databaseName)")
+            } catch let error as PostgresError where error.sqlState == "42P04" {
+                // Created concurrently by another process: fine.
+            }
+        }
+    }
+
+    private func isRunning(_ binaries: Binaries) throws -> Bool {
+        // pg_ctl status: 0 running, 3 not running, 4 no data directory.
+        let status = try runStatus(binaries.pgctl, ["-D", dataDirectory.path, "status"], as: try Self.serviceUser())
+        return status.code == 0
+    }
+
+    private func run(_ executable: String, _ arguments: [String], as user: ServiceUser?, what: String) throws {
+        let status = try runStatus(executable, arguments, as: user)
+        guard status.code == 0 else {
+            var message = "\(what) failed (exit \(status.code)): \(status.output.trimmingCharacters(in: .whitespacesAndNewlines))"
+            if let tail = try? String(contentsOf: logFile, encoding: .utf8).split(separator: "\n").suffix(5), !tail.isEmpty {
+                message += "\nlast lines of \(logFile.path):\n" + tail.joined(separator: "\n")
+            }
+            throw Error(description: message)
+        }
+    }
+
+    private func runStatus(_ executable: String, _ arguments: [String], as user: ServiceUser?) throws -> (code: Int32, output: String) {
+        let command = (user?.switchCommand ?? []) + [executable] + arguments
+        return try runProcess(command)
+    }
+
+    struct Binaries {
+        var initdb: String
+        var pgctl: String
+    }
+
+    /// Looks for `initdb`/`pg_ctl`: `BATON_PG_BIN`, the configured directory, `pg_config
+    /// --bindir`, Debian's `/usr/lib/postgresql/<newest>/bin`, Homebrew, then `PATH`.
+    static func findBinaries(_ configured: String?) throws -> Binaries {
+        var candidates: [String] = []
+        if let env = ProcessInfo.processInfo.environment["BATON_PG_BIN"] { candidates.append(env) }
+        if let configured { candidates.append(configured) }
+        if let bindir = try? shell("pg_config", ["--bindir"]) { candidates.append(bindir) }
+        let fm = FileManager.default
+        if let versions = try? fm.contentsOfDirectory(atPath: "/usr/lib/postgresql") {
+            for version in versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }) {
+                candidates.append("/usr/lib/postgresql/\(version)/bin")
+            }
+        }
+        for prefix in ["/opt/homebrew/opt", "/usr/local/opt"] {
+            if let formulas = try? fm.contentsOfDirectory(atPath: prefix) {
+                for formula in formulas.sorted(by: >) where formula.hasPrefix("postgresql") {
+                    candidates.append("\(prefix)/\(formula)/bin")
+                }
+            }
+        }
+        candidates += (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
+        for directory in candidates
+        where fm.isExecutableFile(atPath: directory + "/initdb") && fm.isExecutableFile(atPath: directory + "/pg_ctl") {
+            return Binaries(initdb: directory + "/initdb", pgctl: directory + "/pg_ctl")
+        }
+        throw Error(
+            description: """
+                PostgreSQL server binaries (initdb, pg_ctl) not found. Install them (Debian/Ubuntu: \
+                apt-get install postgresql; macOS: brew install postgresql@16), set BATON_PG_BIN to their \
+                directory, or set DATABASE_URL to use an existing server.
+                """)
+    }
+
+    private static func shell(_ command: String, _ arguments: [String]) throws -> String {
+        let result = try runProcess([command] + arguments)
+        guard result.code == 0 else { throw Error(description: "\(command) failed") }
+        return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    struct ServiceUser {
+        var uid: uid_t
+        var gid: gid_t
+        var switchCommand: [String]
+    }
+
+    /// nil when running as a normal user; the `postgres` account when running as root.
+    static func serviceUser() throws -> ServiceUser? {
+        guard geteuid() == 0 else { return nil }
+        guard let entry = getpwnam("postgres") else {
+            throw Error(
+                description: "running as root, PostgreSQL needs an unprivileged account: create the 'postgres' user (apt-get install postgresql does) or run Baton as a normal user")
+        }
+        let fm = FileManager.default
+        let command: [String]
+        if fm.isExecutableFile(atPath: "/usr/sbin/runuser") || fm.isExecutableFile(atPath: "/sbin/runuser") {
+            command = [fm.isExecutableFile(atPath: "/usr/sbin/runuser") ? "/usr/sbin/runuser" : "/sbin/runuser", "-u", "postgres", "--"]
+        } else {
+            command = ["/usr/bin/sudo", "-u", "postgres", "--"]
+        }
+        return ServiceUser(uid: entry.pointee.pw_uid, gid: entry.pointee.pw_gid, switchCommand: command)
+    }
+
+    /// The postgres account must be able to reach the cluster directory: every parent needs the
+    /// search (x) bit for others, which /root for example does not have.
+    static func checkTraversable(_ directory: URL, by user: ServiceUser) throws {
+        var path = directory.deletingLastPathComponent().path
+        while !path.isEmpty, path != "/" {
+            var info = stat()
+            if stat(path, &info) == 0, info.st_uid != user.uid, info.st_mode & 0o001 == 0 {
+                throw Error(
+                    description: """
+                        the postgres account cannot reach \(directory.path) because \(path) is not searchable by others; \
+                        move the project, run as a normal user, or set DATABASE_URL
+                        """)
+            }
+            path = (path as NSString).deletingLastPathComponent
+        }
+    }
+
+    static func isValidIdentifier(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 63 && name.first!.isLetter
+            && name.allSatisfy { ($0.isASCII && ($0.isLowercase || $0.isNumber)) || $0 == "_" }
+    }
+}
+
+/// Runs a command to completion and returns its exit status and combined output.
+///
+/// Foundation's `Process` is not used on purpose: on Linux it notices a child's exit through a
+/// descriptor that the postmaster `pg_ctl start` leaves behind inherits, so waiting never ends.
+/// posix_spawn + waitpid on the child's pid has no such coupling, and output goes to a file
+/// rather than a pipe for the same reason.
+func runProcess(_ command: [String]) throws -> (code: Int32, output: String) {
+    let outputPath = NSTemporaryDirectory() + "baton-cmd-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).out"
+    defer { unlink(outputPath) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    var pid: pid_t = 0
+    let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let status = posix_spawnp(&pid, command[0], &actions, nil, argv, environ)
+    guard status == 0 else {
+        throw EmbeddedPostgres.Error(description: "cannot run \(command[0]): \(String(cString: strerror(status)))")
+    }
+    var exitStatus: Int32 = 0
+    while waitpid(pid, &exitStatus, 0) == -1 {
+        guard errno == EINTR else { throw EmbeddedPostgres.Error(description: "waitpid failed for \(command[0])") }
+    }
+    let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+    // WIFEXITED / WEXITSTATUS, spelled out (they are macros in C).
+    let code: Int32 = (exitStatus & 0x7f) == 0 ? (exitStatus >> 8) & 0xff : 128 + (exitStatus & 0x7f)
+    return (code, output)
+}
+
+/// Serialises cluster set-up between processes sharing the directory.
+func withFileLock<R>(_ path: String, _ body: () throws -> R) throws -> R {
+    let descriptor = open(path, O_CREAT | O_RDWR, 0o644)
+    guard descriptor >= 0 else { throw EmbeddedPostgres.Error(description: "cannot open lock file \(path)") }
+    defer { close(descriptor) }
+    flock(descriptor, LOCK_EX)
+    defer { flock(descriptor, LOCK_UN) }
+    return try body()
+}
+
+/// A one-bit latch that is `Sendable` without locks.
+final class AtomicFlag: Sendable {
+    private let storage = Synchronization.Atomic<Bool>(false)
+    func set() { storage.store(true, ordering: .sequentiallyConsistent) }
+    /// Clears the flag and returns whether it was set.
+    func clear() -> Bool { storage.exchange(false, ordering: .sequentiallyConsistent) }
+}

@@ -1,0 +1,339 @@
+import CLibPQ
+import Foundation
+
+/// One libpq connection.
+///
+/// Every call blocks the calling thread until PostgreSQL answers, so a connection is only ever
+/// used on a ``PostgresPool`` worker thread by the one caller that holds its lease. That
+/// exclusive use is what makes the `@unchecked Sendable` below sound: libpq connections are not
+/// thread-safe, but they may move between threads between calls.
+public final class PostgresConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+    /// SQL text → server-side prepared statement name. Lives and dies with this connection.
+    private var preparedStatements: [String: String] = [:]
+    private var nextStatementID = 0
+    /// When the connection last finished a statement; the pool health-checks long-idle ones.
+    var lastUsed: ContinuousClock.Instant = .now
+    /// Statements queued by ``enqueue(_:_:)``, sent with the next round trip.
+    private var deferred: [(sql: String, parameters: [PostgresParameter])] = []
+    /// Statements whose text exceeded this many distinct entries are not cached forever.
+    static let preparedStatementLimit = 512
+
+    /// Opens a connection. `conninfo` is anything libpq accepts: a `postgresql://` URI or
+    /// `key=value` pairs; missing values come from the standard `PG*` environment variables.
+    public init(conninfo: String) throws {
+        // Defaults first: values that appear later (the expanded conninfo, then ours) win,
+        // so a user's own connect_timeout or keepalive settings take precedence over these.
+        let settings: [(String, String)] = [
+            ("connect_timeout", "10"),
+            ("keepalives_idle", "30"),
+            ("keepalives_interval", "10"),
+            ("keepalives_count", "3"),
+            ("dbname", conninfo),
+            ("fallback_application_name", "baton"),
+            ("client_encoding", "UTF8"),
+        ]
+        let connection = withCStringArray(settings.map(\.0)) { keywords in
+            withCStringArray(settings.map(\.1)) { values in
+                PQconnectdbParams(keywords, values, 1)
+            }
+        }
+        guard let connection else {
+            throw PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let message = Self.errorMessage(connection)
+            PQfinish(connection)
+            throw PostgresError(code: .connectionFailed, message: message)
+        }
+        self.handle = connection
+        // Server notices ("relation already exists, skipping") are not errors; libpq would
+        // print them on stderr.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        // The text decoders rely on ISO dates in UTC. One round trip per new connection.
+        do {
+            try execute("SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
+        } catch {
+            PQfinish(connection)
+            throw error
+        }
+    }
+
+    deinit { PQfinish(handle) }
+
+    // MARK: - State
+
+    /// Whether libpq still considers the connection usable.
+    public var isOpen: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// Whether a transaction block is open (or failed and waiting for `ROLLBACK`).
+    public var isInTransaction: Bool {
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
+    /// The server's process id for this connection (what `pg_terminate_backend` takes).
+    public var backendPID: Int32 { PQbackendPID(handle) }
+
+    /// Reads whatever the server sent while the connection sat idle, without blocking, and
+    /// reports whether it is still alive. A backend killed by `pg_terminate_backend` or a
+    /// server restart shows up here as end-of-file, before anyone sends a statement into it.
+    func checkAlive() -> Bool {
+        guard PQstatus(handle) == CONNECTION_OK else { return false }
+        guard PQconsumeInput(handle) == 1 else { return false }
+        return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+    }
+
+    // MARK: - Statements
+
+    /// Runs one parameterised statement as a prepared statement (prepared on first use on this
+    /// connection, then reused) and returns its rows. Parameters are `$1`, `$2`, ...
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresRows {
+        try query(sql, parameters: parameters.map(\.postgresParameter))
+    }
+
+    /// Like ``query(_:_:)`` with parameters already in wire form.
+    @discardableResult
+    public func query(_ sql: String, parameters: [PostgresParameter]) throws -> PostgresRows {
+        if !deferred.isEmpty { return try flushDeferred(then: (sql, parameters)) }
+        let name = try preparedName(for: sql)
+        let result = try withWireParameters(parameters) { count, values, lengths, formats in
+            PQexecPrepared(handle, name, count, values, lengths, formats, 0)
+        }
+        do {
+            return try check(result)
+        } catch let error as PostgresError where error.sqlState == SQLState.invalidSQLStatementName {
+            // Someone ran DEALLOCATE ALL / DISCARD ALL behind our back: forget and retry once.
+            preparedStatements.removeAll()
+            return try query(sql, parameters: parameters)
+        }
+    }
+
+    /// Queues a statement whose result the caller does not need (an `INSERT` into a log, say).
+    /// It is sent with the next statement or `COMMIT` in one pipelined round trip; an error it
+    /// raises surfaces there. Useful inside transactions to save round trips.
+    public func enqueue(_ sql: String, _ parameters: [any PostgresEncodable] = []) {
+        deferred.append((sql, parameters.map(\.postgresParameter)))
+    }
+
+    /// Runs SQL through the simple-query protocol: no parameters, several statements allowed.
+    /// For migrations and fixed administrative statements only, never for user data.
+    public func execute(_ sql: String) throws {
+        if !deferred.isEmpty { _ = try flushDeferred(then: nil) }
+        var result = PQexec(handle, sql)
+        // PQexec returns only the last result; an error in an earlier statement stops there.
+        _ = try check(result)
+        result = nil
+    }
+
+    /// Runs `body` in a transaction: `BEGIN`, then `COMMIT` if it returns, `ROLLBACK` if it
+    /// throws. A transaction that failed inside `body` without throwing is refused at the end
+    /// instead of being silently rolled back by `COMMIT`.
+    ///
+    /// `BEGIN` travels with the body's first statement and `COMMIT` with any statements the body
+    /// queued with ``enqueue(_:_:)``, so a short transaction costs few round trips.
+    public func transaction<R>(
+        isolation: IsolationLevel = .readCommitted, _ body: (PostgresConnection) throws -> R
+    ) throws -> R {
+        deferred.append((isolation.beginStatement, []))
+        do {
+            let value = try body(self)
+            if PQtransactionStatus(handle) == PQTRANS_INERROR {
+                throw PostgresError(
+                    code: .protocolViolation,
+                    message: "the transaction failed inside its body (an error was caught and ignored); rolled back")
+            }
+            try query("COMMIT", parameters: [])
+            return value
+        } catch {
+            deferred.removeAll()
+            if isOpen, PQtransactionStatus(handle) != PQTRANS_IDLE { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Transaction isolation levels.
+    public enum IsolationLevel: Sendable {
+        case readCommitted, repeatableRead, serializable
+
+        var beginStatement: String {
+            switch self {
+            case .readCommitted: "BEGIN"
+            case .repeatableRead: "BEGIN ISOLATION LEVEL REPEATABLE READ"
+            case .serializable: "BEGIN ISOLATION LEVEL SERIALIZABLE"
+            }
+        }
+    }
+
+    // MARK: - Pipelining
+
+    /// Sends the queued statements (and optionally one more whose rows are returned) in one
+    /// round trip using libpq's pipeline mode.
+    private func flushDeferred(then last: (sql: String, parameters: [PostgresParameter])?) throws -> PostgresRows {
+        var batch = deferred
+        deferred.removeAll()
+        if let last { batch.append(last) }
+        let results = try pipeline(batch)
+        return last == nil ? .empty : results[results.count - 1]
+    }
+
+    /// Runs several statements in one round trip (libpq pipeline mode) and returns each one's
+    /// rows. The first failing statement's error is thrown; later ones are skipped by the server.
+    public func pipeline(_ statements: [(sql: String, parameters: [PostgresParameter])]) throws -> [PostgresRows] {
+        guard !statements.isEmpty else { return [] }
+        // Statements must be prepared before entering pipeline mode (PQprepare is synchronous).
+        let names = try statements.map { try preparedName(for: $0.sql) }
+        guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
+        defer { PQexitPipelineMode(handle) }
+        for (index, statement) in statements.enumerated() {
+            let sent = try withWireParameters(statement.parameters) { count, values, lengths, formats in
+                PQsendQueryPrepared(handle, names[index], count, values, lengths, formats, 0)
+            }
+            guard sent == 1 else { throw connectionError() }
+        }
+        guard PQpipelineSync(handle) == 1 else { throw connectionError() }
+        var rows: [PostgresRows] = []
+        var firstError: (any Error)?
+        for _ in statements {
+            // Each statement yields its result followed by a NULL separator.
+            var outcome: PostgresRows?
+            while let result = PQgetResult(handle) {
+                let status = PQresultStatus(result)
+                if status == PGRES_PIPELINE_ABORTED {
+                    PQclear(result)
+                    continue
+                }
+                do { outcome = try check(result) } catch { if firstError == nil { firstError = error } }
+            }
+            rows.append(outcome ?? .empty)
+            if !isOpen { break }
+        }
+        // Consume the sync point.
+        while let result = PQgetResult(handle) {
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        if let firstError { throw firstError }
+        guard isOpen else { throw connectionError() }
+        return rows
+    }
+
+    // MARK: - Internals
+
+    private func preparedName(for sql: String) throws -> String {
+        if let name = preparedStatements[sql] { return name }
+        if preparedStatements.count >= Self.preparedStatementLimit {
+            try execute("DEALLOCATE ALL")
+            preparedStatements.removeAll()
+        }
+        nextStatementID += 1
+        let name = "baton_\(nextStatementID)"
+        _ = try check(PQprepare(handle, name, sql, 0, nil))
+        preparedStatements[sql] = name
+        return name
+    }
+
+    /// Converts a libpq result into rows or throws the error it carries. Frees nothing it
+    /// returns: the rows own the result.
+    private func check(_ result: OpaquePointer?) throws -> PostgresRows {
+        lastUsed = .now
+        guard let result else { throw connectionError() }
+        let status = PQresultStatus(result)
+        switch status {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return PostgresRows(handle: PostgresResultHandle(result))
+        case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR:
+            func field(_ code: Int32) -> String? {
+                guard let value = PQresultErrorField(result, code) else { return nil }
+                return String(cString: value)
+            }
+            let sqlState = field(Int32(UInt8(ascii: "C")))
+            var error = PostgresError(
+                code: .server, sqlState: sqlState,
+                message: field(Int32(UInt8(ascii: "M"))) ?? Self.errorMessage(handle),
+                detail: field(Int32(UInt8(ascii: "D"))), hint: field(Int32(UInt8(ascii: "H"))),
+                constraint: field(Int32(UInt8(ascii: "n"))))
+            PQclear(result)
+            if sqlState == nil, !isOpen { error.code = .connectionLost }
+            throw error
+        default:
+            let message = String(cString: PQresStatus(status))
+            PQclear(result)
+            throw PostgresError(code: isOpen ? .protocolViolation : .connectionLost, message: "unexpected result \(message)")
+        }
+    }
+
+    private func connectionError() -> PostgresError {
+        PostgresError(code: isOpen ? .protocolViolation : .connectionLost, message: Self.errorMessage(handle))
+    }
+
+    private static func errorMessage(_ connection: OpaquePointer) -> String {
+        guard let raw = PQerrorMessage(connection) else { return "unknown libpq error" }
+        let text = String(cString: raw).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? "unknown libpq error" : text
+    }
+}
+
+// MARK: - C marshalling
+
+/// Lays parameters out in one buffer and hands libpq arrays of pointers, lengths and formats.
+/// Text parameters are NUL-terminated C strings, so a NUL inside one is refused here.
+func withWireParameters<R>(
+    _ parameters: [PostgresParameter],
+    _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
+) throws -> R {
+    if parameters.isEmpty { return body(0, nil, nil, nil) }
+    var storage: [UInt8] = [0]
+    var offsets: [Int?] = []
+    var lengths: [Int32] = []
+    var formats: [Int32] = []
+    offsets.reserveCapacity(parameters.count)
+    lengths.reserveCapacity(parameters.count)
+    formats.reserveCapacity(parameters.count)
+    for (index, parameter) in parameters.enumerated() {
+        switch parameter {
+        case .null:
+            offsets.append(nil)
+            lengths.append(0)
+            formats.append(0)
+        case .text(let text):
+            let utf8 = text.utf8
+            if utf8.contains(0) {
+                throw PostgresError(
+                    code: .invalidParameter,
+                    message: "parameter $\(index + 1) contains a NUL byte (U+0000), which PostgreSQL text cannot store")
+            }
+            offsets.append(storage.count)
+            storage.append(contentsOf: utf8)
+            storage.append(0)
+            lengths.append(Int32(utf8.count))
+            formats.append(0)
+        case .binary(let bytes):
+            offsets.append(storage.count)
+            storage.append(contentsOf: bytes)
+            lengths.append(Int32(bytes.count))
+            formats.append(1)
+        }
+    }
+    return storage.withUnsafeBufferPointer { buffer in
+        let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+        let pointers: [UnsafePointer<CChar>?] = offsets.map { $0.map { base + $0 } }
+        return pointers.withUnsafeBufferPointer { values in
+            lengths.withUnsafeBufferPointer { lengths in
+                formats.withUnsafeBufferPointer { formats in
+                    body(Int32(parameters.count), values.baseAddress, lengths.baseAddress, formats.baseAddress)
+                }
+            }
+        }
+    }
+}
+
+/// Calls `body` with a NULL-terminated array of C strings that live for the call.
+func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let duplicates = strings.map { strdup($0) }
+    defer { duplicates.forEach { free($0) } }
+    let pointers: [UnsafePointer<CChar>?] = duplicates.map { UnsafePointer($0) } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}

@@ -1,0 +1,109 @@
+/// An error from the PostgreSQL layer: a server error (with its SQLSTATE), a lost or refused
+/// connection, an exhausted pool, or a value that could not be sent or decoded.
+///
+/// Callers switch on ``code`` (a struct, so new codes never break them) and ask ``isRetryable``
+/// whether running the same transaction again may succeed.
+public struct PostgresError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// The server could not be reached or refused the connection.
+        public static let connectionFailed = Code("connectionFailed")
+        /// The connection broke while a statement was running (server restart, `pg_terminate_backend`, network).
+        public static let connectionLost = Code("connectionLost")
+        /// The server answered a statement with an error; see ``PostgresError/sqlState``.
+        public static let server = Code("server")
+        /// No connection became free within the pool's acquire timeout.
+        public static let poolTimeout = Code("poolTimeout")
+        /// The pool was shut down.
+        public static let poolClosed = Code("poolClosed")
+        /// A parameter cannot be sent (for example a text value containing a NUL byte).
+        public static let invalidParameter = Code("invalidParameter")
+        /// A column could not be decoded into the requested Swift type.
+        public static let decoding = Code("decoding")
+        /// libpq reported something the wrapper did not expect.
+        public static let protocolViolation = Code("protocolViolation")
+
+        public var description: String { name }
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// The five-character SQLSTATE the server sent, if any (`40001`, `23505`, ...).
+    public var sqlState: String?
+    /// The primary human-readable message.
+    public var message: String
+    /// The server's optional detail line.
+    public var detail: String?
+    /// The server's optional hint line.
+    public var hint: String?
+    /// The constraint a violation names, if any (from `PG_DIAG_CONSTRAINT_NAME`).
+    public var constraint: String?
+
+    public init(
+        code: Code, sqlState: String? = nil, message: String, detail: String? = nil, hint: String? = nil,
+        constraint: String? = nil
+    ) {
+        self.code = code
+        self.sqlState = sqlState
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+        self.constraint = constraint
+    }
+
+    /// Whether running the whole transaction again may succeed: a serialization failure, a
+    /// deadlock, or a connection that broke (the pool replaces it).
+    public var isRetryable: Bool {
+        switch code {
+        case .connectionLost: return true
+        case .server:
+            guard let sqlState else { return false }
+            return sqlState == SQLState.serializationFailure || sqlState == SQLState.deadlockDetected
+                || sqlState.hasPrefix("08")  // connection exception class
+                || sqlState == SQLState.adminShutdown
+        default: return false
+        }
+    }
+
+    /// Whether the database is unreachable rather than the statement being wrong: the HTTP layer
+    /// answers these with 503 and `Retry-After`.
+    public var isUnavailable: Bool {
+        switch code {
+        case .connectionFailed, .connectionLost, .poolTimeout, .poolClosed: return true
+        case .server:
+            guard let sqlState else { return false }
+            return sqlState.hasPrefix("08") || sqlState == SQLState.adminShutdown
+                || sqlState == SQLState.cannotConnectNow || sqlState == SQLState.tooManyConnections
+        default: return false
+        }
+    }
+
+    /// Whether the error is a unique-constraint violation (SQLSTATE 23505).
+    public var isUniqueViolation: Bool { sqlState == SQLState.uniqueViolation }
+
+    public var description: String {
+        var text = "PostgresError.\(code)"
+        if let sqlState { text += " [\(sqlState)]" }
+        text += ": \(message)"
+        if let detail { text += " (detail: \(detail))" }
+        if let hint { text += " (hint: \(hint))" }
+        return text
+    }
+}
+
+/// SQLSTATE codes the wrapper and its callers reason about.
+public enum SQLState {
+    public static let uniqueViolation = "23505"
+    public static let foreignKeyViolation = "23503"
+    public static let checkViolation = "23514"
+    public static let serializationFailure = "40001"
+    public static let deadlockDetected = "40P01"
+    public static let adminShutdown = "57P01"
+    public static let cannotConnectNow = "57P03"
+    public static let tooManyConnections = "53300"
+    public static let invalidSQLStatementName = "26000"
+    public static let lockNotAvailable = "55P03"
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `timestamptz` in both directions, at microsecond precision. Connections are opened with
+/// `DateStyle=ISO` and `TimeZone=UTC` so the text form is always `YYYY-MM-DD HH:MM:SS[.ffffff]+00`.
+extension Date: PostgresCodable {
+    public var postgresParameter: PostgresParameter { .text(Self.postgresText(self)) }
+
+    static func postgresText(_ date: Date) -> String {
+        let totalMicros = (date.timeIntervalSince1970 * 1_000_000).rounded()
+        var seconds = Int(floor(totalMicros / 1_000_000))
+        let micros = Int(totalMicros) - seconds * 1_000_000
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))T"
+            + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2)).\(pad(micros, 6))Z"
+    }
+
+    public static func decode(from bytes: UnsafeRawBufferPointer?, type: PostgresTypeOID) throws -> Date {
+        let raw = try requireValue(bytes, "Date")
+        guard type == .timestamptz || type == .timestamp || type == .date else {
+            throw decodingError("cannot decode a \(type) column as Date")
+        }
+        guard let date = parse(raw) else {
+            throw decodingError("'\(String(decoding: raw, as: UTF8.self))' is not an ISO timestamp (is DateStyle ISO?)")
+        }
+        return date
+    }
+
+    /// Parses `YYYY-MM-DD[ HH:MM:SS[.f+]][(+|-)HH[:MM[:SS]]]`.
+    private static func parse(_ s: UnsafeRawBufferPointer) -> Date? {
+        var i = 0
+        func number(_ width: Int) -> Int? {
+            guard i + width <= s.count else { return nil }
+            var value = 0
+            for _ in 0..<width {
+                let d = Int(s[i]) - 48
+                guard d >= 0, d <= 9 else { return nil }
+                value = value * 10 + d
+                i += 1
+            }
+            return value
+        }
+        func expect(_ c: Character) -> Bool {
+            guard i < s.count, s[i] == c.asciiValue! else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2) else {
+            return nil
+        }
+        var hour = 0, minute = 0, second = 0
+        var fraction = 0.0
+        if i < s.count, s[i] == UInt8(ascii: " ") || s[i] == UInt8(ascii: "T") {
+            i += 1
+            guard let h = number(2), expect(":"), let m = number(2), expect(":"), let sec = number(2) else { return nil }
+            hour = h; minute = m; second = sec
+            if i < s.count, s[i] == UInt8(ascii: ".") {
+                i += 1
+                var scale = 0.1
+                while i < s.count, s[i] >= 48, s[i] <= 57 {
+                    fraction += Double(s[i] - 48) * scale
+                    scale /= 10
+                    i += 1
+                }
+            }
+        }
+        var offsetSeconds = 0
+        if i < s.count, s[i] == UInt8(ascii: "+") || s[i] == UInt8(ascii: "-") {
+            let sign = s[i] == UInt8(ascii: "-") ? -1 : 1
+            i += 1
+            guard let oh = number(2) else { return nil }
+            var total = oh * 3600
+            if expect(":") { guard let om = number(2) else { return nil }; total += om * 60 }
+            if expect(":") { guard let os = number(2) else { return nil }; total += os }
+            offsetSeconds = sign * total
+        }
+        guard i == s.count else { return nil }
+        var parts = tm()
+        parts.tm_year = Int32(year - 1900)
+        parts.tm_mon = Int32(month - 1)
+        parts.tm_mday = Int32(day)
+        parts.tm_hour = Int32(hour)
+        parts.tm_min = Int32(minute)
+        parts.tm_sec = Int32(second)
+        let epoch = timegm(&parts)
+        return Date(timeIntervalSince1970: Double(epoch - offsetSeconds) + fraction)
+    }
+}

@@ -1,0 +1,64 @@
+import BatonJSON
+import BatonPostgres
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// What the HTTP layer needs to serve requests; built by `baton serve` or by tests.
+public struct BatonEnvironment: Sendable {
+    public var configuration: BatonConfiguration
+    public var pool: PostgresPool
+    public var migrator: Migrator
+    public var metrics: BatonMetrics
+    public var logger: Logger
+    /// Services that must outlive the HTTP server (stopped after it drains).
+    public var services: [any Service]
+
+    public init(
+        configuration: BatonConfiguration, pool: PostgresPool, migrator: Migrator, metrics: BatonMetrics, logger: Logger,
+        services: [any Service] = []
+    ) {
+        self.configuration = configuration
+        self.pool = pool
+        self.migrator = migrator
+        self.metrics = metrics
+        self.logger = logger
+        self.services = services
+    }
+}
+
+/// Baton's version, reported by `/openapi.json`, `baton --version` and `baton_build_info`.
+public enum BatonVersion {
+    public static let current = "0.1.0"
+}
+
+/// Builds the HTTP application: middleware, routes, services.
+public func buildApplication(_ environment: BatonEnvironment) -> some ApplicationProtocol {
+    let router = Router(context: BatonRequestContext.self)
+    let catalog = RouteCatalog()
+    // Outermost first: every response carries a request id, is counted, and errors become
+    // envelopes before they are counted.
+    router.add(middleware: RequestIDMiddleware())
+    router.add(middleware: HTTPMetricsMiddleware(metrics: environment.metrics))
+    router.add(middleware: AccessLogMiddleware())
+    router.add(middleware: ErrorMiddleware(routes: catalog))
+
+    HealthController(pool: environment.pool, migrator: environment.migrator).register(on: router, catalog: catalog)
+    MetricsController(metrics: environment.metrics, pool: environment.pool).register(on: router, catalog: catalog)
+    let openAPI = JSONEncoding.encode(OpenAPIDocument.make(version: BatonVersion.current))
+    router.on(.get, "/openapi.json", catalog: catalog) { _, _ in
+        Response.json(bytes: openAPI, headers: [.cacheControl: "public, max-age=300"])
+    }
+    if environment.configuration.diagnostics {
+        DiagnosticsController(pool: environment.pool).register(on: router, catalog: catalog)
+    }
+    environment.metrics.recordBuild(version: BatonVersion.current, commit: BuildInfo.commit)
+
+    return Application(
+        router: router,
+        configuration: .init(
+            address: .hostname(environment.configuration.httpHost, port: environment.configuration.httpPort),
+            serverName: "Baton"),
+        services: environment.services,
+        logger: environment.logger)
+}

@@ -1,0 +1,100 @@
+import BatonPostgres
+import Hummingbird
+import Logging
+import Synchronization
+
+/// Turns every failure into the JSON error envelope, so clients never see an HTML page, an
+/// empty 500 or a stack trace: router misses become 404 (or 405 with `Allow` when the path
+/// exists for other methods), unreachable databases 503 with `Retry-After`, and anything
+/// unexpected a logged 500 `internal`.
+public struct ErrorMiddleware: RouterMiddleware {
+    public typealias Context = BatonRequestContext
+
+    let routes: RouteCatalog
+
+    public init(routes: RouteCatalog) {
+        self.routes = routes
+    }
+
+    public func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        do {
+            let response = try await next(request, context)
+            return response
+        } catch {
+            let apiError = translate(error, request: request, context: context)
+            return try apiError.response(from: request, context: context)
+        }
+    }
+
+    func translate(_ error: any Error, request: Request, context: Context) -> APIError {
+        switch error {
+        case let error as APIError:
+            return error
+        case let error as PostgresError where error.isUnavailable:
+            context.logger.warning("database unavailable", metadata: ["error": "\(error.code)", "detail": "\(error.message)"])
+            return .unavailable("the database is unreachable; try again shortly")
+        case let error as HTTPError:
+            switch error.status {
+            case .notFound:
+                let allowed = routes.methods(forPath: request.uri.path)
+                if !allowed.isEmpty, !allowed.contains(request.method) {
+                    let allow = allowed.map(\.rawValue).sorted().joined(separator: ", ")
+                    return APIError(
+                        .methodNotAllowed, .methodNotAllowed, "\(request.method.rawValue) is not allowed here; use \(allow)",
+                        headers: [.allow: allow])
+                }
+                return .notFound("no such endpoint: \(request.method.rawValue) \(request.uri.path.prefix(200))")
+            case .contentTooLarge:
+                return APIError(.contentTooLarge, .bodyTooLarge, "the request body is too large")
+            case .badRequest:
+                return .invalidRequest(error.body ?? "bad request")
+            case .unsupportedMediaType:
+                return APIError(.unsupportedMediaType, .unsupportedMediaType, error.body ?? "unsupported media type")
+            default:
+                let code: APIError.Code = error.status.code >= 500 ? .internalError : .invalidRequest
+                return APIError(error.status, code, error.body ?? error.status.reasonPhrase)
+            }
+        case is CancellationError:
+            return .unavailable("the request was cancelled")
+        default:
+            context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: error))"])
+            return APIError(.internalServerError, .internalError, "an internal error occurred; the request id identifies it in the logs")
+        }
+    }
+}
+
+/// The routes the application registered, so a miss can be told apart as 404 or 405.
+public final class RouteCatalog: Sendable {
+    private let entries = Mutex<[(method: HTTPRequest.Method, segments: [Substring])]>([])
+
+    public init() {}
+
+    /// Records a route (Hummingbird path syntax: `:name` segments are parameters).
+    public func add(_ method: HTTPRequest.Method, _ path: String) {
+        entries.withLock { $0.append((method, path.split(separator: "/"))) }
+    }
+
+    /// The methods registered for a concrete path.
+    public func methods(forPath path: String) -> Set<HTTPRequest.Method> {
+        let parts = path.split(separator: "/")
+        var methods = Set<HTTPRequest.Method>()
+        for entry in entries.withLock({ $0 }) where entry.segments.count == parts.count {
+            if zip(entry.segments, parts).allSatisfy({ $0.hasPrefix(":") || $0 == $1 }) { methods.insert(entry.method) }
+        }
+        return methods
+    }
+}
+
+extension Router where Context == BatonRequestContext {
+    /// Registers a route and records it in `catalog`.
+    @discardableResult
+    public func on(
+        _ method: HTTPRequest.Method, _ path: String, catalog: RouteCatalog,
+        use handler: @escaping @Sendable (Request, Context) async throws -> Response
+    ) -> Self {
+        catalog.add(method, path)
+        return on(RouterPath(path), method: method, use: handler)
+    }
+}

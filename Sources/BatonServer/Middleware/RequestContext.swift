@@ -1,0 +1,32 @@
+import Hummingbird
+import Logging
+import NIOCore
+
+/// Per-request state shared by middleware and routes.
+public struct BatonRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The request id: the caller's `X-Request-Id` when it is well-formed, else a new one.
+    public var requestID: String = ""
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+    }
+
+    /// Bodies are read explicitly with the configured limit (see ``Request/collectBody(limit:)``).
+    public var maxUploadSize: Int { 64 * 1024 }
+}
+
+extension Request {
+    /// Reads the whole body, refusing more than `limit` bytes with 413 `body_too_large`, whether
+    /// the client announced the length or not.
+    public func collectBody(limit: Int) async throws -> ByteBuffer {
+        if let length = headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            throw APIError.bodyTooLarge(limit: limit)
+        }
+        do {
+            return try await body.collect(upTo: limit)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw APIError.bodyTooLarge(limit: limit)
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Gives every request an id, echoed in `X-Request-Id` and attached to every log line.
+/// A caller's id is kept only if it is short and plain (so it cannot forge log lines).
+public struct RequestIDMiddleware: RouterMiddleware {
+    public typealias Context = BatonRequestContext
+
+    public init() {}
+
+    public func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var context = context
+        let id = request.headers[.requestID].flatMap(Self.acceptable) ?? Self.generate()
+        context.requestID = id
+        context.logger[metadataKey: "request_id"] = .string(id)
+        context.logger[metadataKey: "hb.request.id"] = nil
+        var response = try await next(request, context)
+        response.headers[.requestID] = id
+        return response
+    }
+
+    static func acceptable(_ id: String) -> String? {
+        guard (1...128).contains(id.utf8.count),
+            id.utf8.allSatisfy({ byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+            })
+        else { return nil }
+        return id
+    }
+
+    static func generate() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let high = generator.next() as UInt64
+        let low = generator.next() as UInt64
+        return String(high, radix: 16).leftPadded(to: 16) + String(low, radix: 16).leftPadded(to: 16)
+    }
+}
+
+extension HTTPField.Name {
+    static let requestID = Self("X-Request-Id")!
+    static let idempotentReplay = Self("Idempotent-Replay")!
+}
+
+extension String {
+    func leftPadded(to width: Int, with pad: Character = "0") -> String {
+        count >= width ? self : String(repeating: pad, count: width - count) + self
+    }
+}

@@ -1,0 +1,14 @@
+import ArgumentParser
+import BatonServer
+
+@main
+struct Baton: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "baton",
+        abstract: "Server-driven flows for native apps.",
+        discussion: "With no DATABASE_URL, commands that need a database start a private PostgreSQL cluster under .baton/.",
+        version: BatonVersion.current,
+        subcommands: [ServeCommand.self, MigrateCommand.self],
+        defaultSubcommand: ServeCommand.self
+    )
+}

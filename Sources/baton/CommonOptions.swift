@@ -1,0 +1,81 @@
+import ArgumentParser
+import BatonPostgres
+import BatonServer
+import Configuration
+import Foundation
+import Logging
+
+/// Options every database-using command shares. Each one overrides its environment variable
+/// and the config file; unset options fall through to them.
+struct CommonOptions: ParsableArguments {
+    @Option(name: .customLong("config"), help: "A YAML or JSON config file (keys as in docs/operations.md).")
+    var configFile: String?
+
+    @Option(help: "libpq URI or conninfo (DATABASE_URL). Unset: an embedded cluster under --data-dir.")
+    var databaseURL: String?
+
+    @Option(help: "Where the embedded cluster lives (BATON_DATA_DIR, default .baton).")
+    var dataDir: String?
+
+    @Option(help: "Migrations directory (BATON_MIGRATIONS_DIR, default Migrations).")
+    var migrationsDir: String?
+
+    @Option(help: "trace, debug, info, notice, warning, error, critical (LOG_LEVEL).")
+    var logLevel: String?
+
+    @Option(help: "json or logfmt (LOG_FORMAT).")
+    var logFormat: String?
+
+    /// Flag values as configuration keys, for the front of the provider chain.
+    var flagValues: [AbsoluteConfigKey: ConfigValue] {
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        func set(_ key: String, _ value: String?, secret: Bool = false) {
+            guard let value else { return }
+            values[AbsoluteConfigKey(key.split(separator: ".").map(String.init))] = ConfigValue(.string(value), isSecret: secret)
+        }
+        set("database.url", databaseURL, secret: true)
+        set("baton.data.dir", dataDir)
+        set("baton.migrations.dir", migrationsDir)
+        set("log.level", logLevel)
+        set("log.format", logFormat)
+        return values
+    }
+
+    func loadConfiguration(extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> BatonConfiguration {
+        let reader = try await BatonConfiguration.reader(
+            flags: flagValues.merging(extra) { $1 },
+            configFile: configFile ?? ProcessInfo.processInfo.environment["BATON_CONFIG_FILE"])
+        return try BatonConfiguration(reader: reader)
+    }
+}
+
+/// The database a command runs against: the configured server, or the embedded cluster.
+struct Database {
+    let conninfo: String
+    let embedded: EmbeddedPostgres?
+
+    static func open(_ configuration: BatonConfiguration, logger: Logger) throws -> Database {
+        if let url = configuration.databaseURL {
+            logger.info("using the configured database", metadata: ["database": .string(Conninfo.redacted(url))])
+            return Database(conninfo: url, embedded: nil)
+        }
+        let directory = URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("postgres")
+        let cluster = EmbeddedPostgres(configuration: .init(directory: directory.standardizedFileURL))
+        let conninfo = try cluster.start { logger.info("\($0)") }
+        return Database(conninfo: conninfo, embedded: cluster)
+    }
+}
+
+/// Sets up swift-log once for the process.
+func bootstrapLogging(_ configuration: BatonConfiguration) -> Logger {
+    LoggingSystem.bootstrap { label in
+        BatonLogHandler(label: label, level: configuration.logLevel, format: configuration.logFormat)
+    }
+    return Logger(label: "baton")
+}
+
+/// Prints a failure the way a command-line user wants to read it, and exits non-zero.
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+    exit(1)
+}

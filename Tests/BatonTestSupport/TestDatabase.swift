@@ -1,0 +1,110 @@
+import BatonPostgres
+import Foundation
+import Synchronization
+
+/// Real PostgreSQL for tests: a throwaway cluster in a temporary directory, started once per
+/// test process and removed at exit — or the server named by `BATON_TEST_DATABASE_URL`.
+/// Each call to ``make(migrated:)`` returns a fresh, empty database on it.
+public enum TestDatabase {
+    /// The repository root (where `Package.swift`, `Migrations/` and `Flows/` are).
+    public static let repositoryRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
+        }
+        fatalError("Package.swift not found above \(#filePath)")
+    }()
+
+    /// The repository's `Migrations/` directory.
+    public static var migrationsDirectory: URL { repositoryRoot.appendingPathComponent("Migrations") }
+
+    /// A new database. With `migrated`, it starts with every migration in `Migrations/` applied
+    /// (cloned from a template database that is migrated once per process).
+    public static func make(migrated: Bool = false) async throws -> String {
+        let server = try await TestServer.shared.start()
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+        let template = migrated ? try await TestServer.shared.migratedTemplate() : nil
+        let admin = PostgresPool(configuration: .init(conninfo: server.adminConninfo, maxConnections: 1))
+        defer { Task { await admin.close() } }
+        try await admin.withConnection { connection in
+            try connection.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
+        }
+        return try Conninfo.replacing(server.adminConninfo, with: ["dbname": String(name)])
+    }
+
+    /// A pool on a fresh database (see ``make(migrated:)``).
+    public static func makePool(migrated: Bool = false, maxConnections: Int = 4) async throws -> PostgresPool {
+        PostgresPool(configuration: .init(conninfo: try await make(migrated: migrated), maxConnections: maxConnections))
+    }
+
+    /// The conninfo of the server's maintenance database (to run `pg_terminate_backend` etc.).
+    public static func adminConninfo() async throws -> String {
+        try await TestServer.shared.start().adminConninfo
+    }
+}
+
+struct StartedServer: Sendable {
+    var adminConninfo: String
+}
+
+/// Starts the throwaway cluster at most once per process.
+actor TestServer {
+    static let shared = TestServer()
+
+    private var started: StartedServer?
+    private var template: String?
+
+    func start() throws -> StartedServer {
+        if let started { return started }
+        let server: StartedServer
+        if let url = ProcessInfo.processInfo.environment["BATON_TEST_DATABASE_URL"], !url.isEmpty {
+            server = StartedServer(adminConninfo: url)
+        } else {
+            let directory = URL(fileURLWithPath: NSTemporaryDirectory())
+                .appendingPathComponent("baton-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+            let cluster = EmbeddedPostgres(
+                configuration: .init(
+                    directory: directory, databaseName: "postgres",
+                    // Durability buys nothing for a cluster deleted at exit.
+                    settings: [
+                        "fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
+                        "max_connections": "300", "shared_buffers": "64MB",
+                    ]))
+            let conninfo = try cluster.start()
+            ThrowawayCluster.register(cluster, directory: directory)
+            server = StartedServer(adminConninfo: conninfo)
+        }
+        started = server
+        return server
+    }
+
+    func migratedTemplate() async throws -> String {
+        if let template { return template }
+        let server = try start()
+        let name = "baton_template_\(getpid())"
+        let admin = PostgresPool(configuration: .init(conninfo: server.adminConninfo, maxConnections: 1))
+        try await admin.withConnection { try $0.execute("CREATE DATABASE \(name)") }
+        await admin.close()
+        let pool = PostgresPool(
+            configuration: .init(conninfo: try Conninfo.replacing(server.adminConninfo, with: ["dbname": name]), maxConnections: 1))
+        try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(on: pool)
+        await pool.close()
+        template = name
+        return name
+    }
+}
+
+/// Stops and deletes the throwaway cluster when the test process exits.
+enum ThrowawayCluster {
+    private static let registered = Mutex<(EmbeddedPostgres, URL)?>(nil)
+
+    static func register(_ cluster: EmbeddedPostgres, directory: URL) {
+        registered.withLock { $0 = (cluster, directory) }
+        atexit {
+            guard let (cluster, directory) = ThrowawayCluster.registered.withLock({ $0 }) else { return }
+            try? cluster.forceStop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+}
