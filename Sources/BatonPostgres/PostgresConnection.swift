@@ -75,13 +75,19 @@ public final class PostgresConnection: @unchecked Sendable {
     /// The server's process id for this connection (what `pg_terminate_backend` takes).
     public var backendPID: Int32 { PQbackendPID(handle) }
 
-    /// Reads whatever the server sent while the connection sat idle, without blocking, and
-    /// reports whether it is still alive. A backend killed by `pg_terminate_backend` or a
-    /// server restart shows up here as end-of-file, before anyone sends a statement into it.
+    /// Whether an idle connection is still good to lend out, checked without a round trip.
+    ///
+    /// An idle connection has nothing to read: the server speaks only when spoken to. If its
+    /// socket is readable, the server has sent something unprompted — almost always the FATAL
+    /// message and end-of-file of a backend killed by `pg_terminate_backend` or a restart — so
+    /// the connection is treated as dead and replaced before anyone sends a statement into it.
     func checkAlive() -> Bool {
-        guard PQstatus(handle) == CONNECTION_OK else { return false }
-        guard PQconsumeInput(handle) == 1 else { return false }
-        return PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE
+        guard PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_IDLE else { return false }
+        let socket = PQsocket(handle)
+        guard socket >= 0 else { return false }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, 0)
+        return ready == 0
     }
 
     // MARK: - Statements

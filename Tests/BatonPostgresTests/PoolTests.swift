@@ -1,0 +1,127 @@
+import BatonPostgres
+import BatonTestSupport
+import Foundation
+import Testing
+
+@Suite("Connection pool")
+struct PoolTests {
+    @Test("an exhausted pool makes callers wait, then times out with a clear error")
+    func exhaustion() async throws {
+        let conninfo = try await TestDatabase.make()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2, acquireTimeout: .milliseconds(300)))
+        defer { Task { await pool.close() } }
+        // Two long holders occupy both connections.
+        let holders = (0..<2).map { _ in Task { try await pool.withConnection { try $0.query("SELECT pg_sleep(1.5)") } } }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(pool.statistics.inUse == 2)
+
+        let started = ContinuousClock.now
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        let waited = ContinuousClock.now - started
+        #expect(error?.code == .poolTimeout)
+        #expect(error?.message.contains("no database connection became free") == true)
+        #expect(error?.isUnavailable == true)
+        #expect(waited >= .milliseconds(250))
+        #expect(pool.statistics.acquireTimeouts == 1)
+
+        // A waiter with a longer budget is served as soon as a holder finishes.
+        let patient = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: .seconds(10)))
+        defer { Task { await patient.close() } }
+        let holder = Task { try await patient.withConnection { try $0.query("SELECT pg_sleep(0.3)") } }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(try await patient.query("SELECT 2")[0].decode(Int.self, at: 0) == 2)
+        _ = try await holder.value
+        for holder in holders { _ = try await holder.value }
+        #expect(pool.statistics.inUse == 0)
+    }
+
+    @Test("a cancelled waiter leaves the queue and does not leak a connection")
+    func cancellation() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(30)))
+        defer { Task { await pool.close() } }
+        let holder = Task { try await pool.withConnection { try $0.query("SELECT pg_sleep(0.5)") } }
+        try await Task.sleep(for: .milliseconds(100))
+        let waiter = Task { try await pool.query("SELECT 1") }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(pool.statistics.waiters == 1)
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        #expect(pool.statistics.waiters == 0)
+        _ = try await holder.value
+        #expect(try await pool.query("SELECT 3")[0].decode(Int.self, at: 0) == 3)
+        #expect(pool.statistics.open == 1)
+    }
+
+    @Test("a connection killed with pg_terminate_backend is replaced, and the next query succeeds")
+    func killedConnection() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        defer { Task { await pool.close() } }
+        let pid = try await pool.query("SELECT pg_backend_pid()")[0].decode(Int32.self, at: 0)
+        let admin = PostgresPool(configuration: .init(conninfo: try await TestDatabase.adminConninfo(), maxConnections: 1))
+        defer { Task { await admin.close() } }
+        #expect(try await admin.query("SELECT pg_terminate_backend($1)", [pid])[0].decode(Bool.self, at: 0))
+        // Wait until the server has really let go of the backend.
+        for _ in 0..<100 {
+            let alive = try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", [pid])[0].decode(Int.self, at: 0)
+            if alive == 0 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let newPID = try await pool.query("SELECT pg_backend_pid()")[0].decode(Int32.self, at: 0)
+        #expect(newPID != pid)
+        #expect(pool.statistics.connectionsDiscarded == 1)
+        #expect(pool.statistics.connectionsOpened == 2)
+    }
+
+    @Test("a connection that dies mid-transaction is retried on a fresh connection by withTransaction")
+    func retryAfterConnectionLoss() async throws {
+        let conninfo = try await TestDatabase.make()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2))
+        defer { Task { await pool.close() } }
+        try await pool.query("CREATE TABLE marks (attempt int)")
+        let admin = PostgresPool(configuration: .init(conninfo: try await TestDatabase.adminConninfo(), maxConnections: 1))
+        defer { Task { await admin.close() } }
+        let firstAttempt = Mutex(true)
+        try await pool.withTransaction { connection in
+            try connection.query("INSERT INTO marks VALUES (1)")
+            if firstAttempt.withLock({ first in defer { first = false }; return first }) {
+                // Kill our own backend from the inside: the next statement finds it gone.
+                try? connection.query("SELECT pg_terminate_backend(pg_backend_pid())")
+            }
+        }
+        #expect(try await pool.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0) == 1)
+    }
+
+    @Test("an unreachable server fails fast with connectionFailed, classified as unavailable")
+    func unreachable() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: "host=127.0.0.1 port=1 connect_timeout=2 dbname=nothing", maxConnections: 1))
+        defer { Task { await pool.close() } }
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(error?.code == .connectionFailed)
+        #expect(error?.isUnavailable == true)
+        // The slot is given back: the pool is not left thinking a connection is open.
+        #expect(pool.statistics.open == 0)
+    }
+
+    @Test("a closed pool refuses work with poolClosed")
+    func closed() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        try await pool.query("SELECT 1")
+        await pool.close()
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(error?.code == .poolClosed)
+    }
+
+    @Test("conninfo: URIs and key=value pairs parse, passwords are redacted, dbname can be replaced")
+    func conninfo() throws {
+        let parsed = try Conninfo.parse("postgresql://baton:s3cret@db.example:6543/app?sslmode=disable")
+        #expect(parsed["host"] == "db.example")
+        #expect(parsed["port"] == "6543")
+        #expect(parsed["dbname"] == "app")
+        #expect(!Conninfo.redacted("postgresql://baton:s3cret@db.example/app").contains("s3cret"))
+        let replaced = try Conninfo.replacing("host=/tmp port=5432 dbname=a", with: ["dbname": "b"])
+        #expect(try Conninfo.parse(replaced)["dbname"] == "b")
+        #expect(throws: PostgresError.self) { try Conninfo.parse("host='unterminated") }
+    }
+}
+
+import Synchronization

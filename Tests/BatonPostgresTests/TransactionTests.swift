@@ -1,0 +1,142 @@
+import BatonPostgres
+import BatonTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+struct Boom: Error {}
+
+/// A counter closures can share.
+final class AttemptCounter: Sendable {
+    private let value = Atomic<Int>(0)
+    func increment() { value.add(1, ordering: .relaxed) }
+    var count: Int { value.load(ordering: .relaxed) }
+}
+
+@Suite("Transactions")
+struct TransactionTests {
+    static let database = Task {
+        let pool = try await TestDatabase.makePool(maxConnections: 4)
+        try await pool.query("CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL UNIQUE)")
+        try await pool.query("CREATE TABLE counters (id int PRIMARY KEY, value int NOT NULL)")
+        return pool
+    }
+    var pool: PostgresPool { get async throws { try await Self.database.value } }
+
+    @Test("a body that throws rolls everything back")
+    func rollbackOnThrow() async throws {
+        await #expect(throws: Boom.self) {
+            try await pool.withTransaction { connection in
+                try connection.query("INSERT INTO items (name) VALUES ($1)", ["rolled-back"])
+                connection.enqueue("INSERT INTO items (name) VALUES ($1)", ["queued-then-rolled-back"])
+                throw Boom()
+            }
+        }
+        let count = try await pool.query("SELECT count(*) FROM items WHERE name LIKE '%rolled-back'")[0].decode(Int.self, at: 0)
+        #expect(count == 0)
+    }
+
+    @Test("a failed statement inside the body rolls back, and the connection is usable afterwards")
+    func rollbackOnStatementError() async throws {
+        try await pool.query("INSERT INTO items (name) VALUES ('dup')")
+        await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { connection in
+                try connection.query("INSERT INTO items (name) VALUES ('first-of-pair')")
+                try connection.query("INSERT INTO items (name) VALUES ('dup')")
+            }
+        }
+        #expect(try await pool.query("SELECT count(*) FROM items WHERE name = 'first-of-pair'")[0].decode(Int.self, at: 0) == 0)
+        // Every pooled connection still works (none was returned mid-transaction).
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 { group.addTask { _ = try await pool.query("SELECT 1") } }
+            try await group.waitForAll()
+        }
+    }
+
+    @Test("swallowing a statement error inside the body is refused at commit, not silently rolled back")
+    func swallowedError() async throws {
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { connection in
+                try connection.query("INSERT INTO items (name) VALUES ('swallowed')")
+                _ = try? connection.query("SELECT 1/0")
+            }
+        }
+        #expect(error?.message.contains("rolled back") == true)
+        #expect(try await pool.query("SELECT count(*) FROM items WHERE name = 'swallowed'")[0].decode(Int.self, at: 0) == 0)
+    }
+
+    @Test("queued statements are committed with the transaction, in order")
+    func enqueueCommits() async throws {
+        try await pool.withTransaction { connection in
+            connection.enqueue("INSERT INTO items (name) VALUES ($1)", ["queued-1"])
+            connection.enqueue("INSERT INTO items (name) VALUES ($1)", ["queued-2"])
+        }
+        let names = try await pool.query("SELECT name FROM items WHERE name LIKE 'queued-%' ORDER BY id").map { try $0.decode(String.self, at: 0) }
+        #expect(names == ["queued-1", "queued-2"])
+    }
+
+    @Test("an error in a queued statement surfaces at commit and rolls back the whole transaction")
+    func enqueueErrorSurfaces() async throws {
+        try await pool.query("INSERT INTO items (name) VALUES ('taken')")
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { connection in
+                try connection.query("INSERT INTO items (name) VALUES ('before-queued-error')")
+                connection.enqueue("INSERT INTO items (name) VALUES ($1)", ["taken"])
+            }
+        }
+        #expect(error?.isUniqueViolation == true)
+        #expect(try await pool.query("SELECT count(*) FROM items WHERE name = 'before-queued-error'")[0].decode(Int.self, at: 0) == 0)
+    }
+
+    @Test("serialization failures are retried automatically, a bounded number of times")
+    func serializationRetry() async throws {
+        try await pool.query("INSERT INTO counters VALUES (1, 0) ON CONFLICT DO NOTHING")
+        let attempts = AttemptCounter()
+        // Ten concurrent SERIALIZABLE read-modify-writes of one row: conflicts are certain,
+        // retries make every increment land exactly once.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    try await pool.withTransaction(isolation: .serializable, maxAttempts: 50) { connection in
+                        attempts.increment()
+                        let value = try connection.query("SELECT value FROM counters WHERE id = 1")[0].decode(Int.self, at: 0)
+                        try connection.query("UPDATE counters SET value = $1 WHERE id = 1", [value + 1])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await pool.query("SELECT value FROM counters WHERE id = 1")[0].decode(Int.self, at: 0) == 10)
+        #expect(attempts.count >= 10)
+    }
+
+    @Test("a pipeline runs several statements in one round trip and reports the first error")
+    func pipeline() async throws {
+        let results = try await pool.withConnection { connection in
+            try connection.pipeline([
+                ("SELECT $1::int + 1", [.text("41")]),
+                ("SELECT $1::text || '!'", [.text("hi")]),
+                ("SELECT NULL::text", []),
+            ])
+        }
+        #expect(try results[0][0].decode(Int.self, at: 0) == 42)
+        #expect(try results[1][0].decode(String.self, at: 0) == "hi!")
+        #expect(try results[2][0].decode(String?.self, at: 0) == nil)
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withConnection { connection in
+                try connection.pipeline([("SELECT 1", []), ("SELECT 1/0", []), ("SELECT 3", [])])
+            }
+        }
+        #expect(error?.sqlState == "22012")
+        #expect(try await pool.query("SELECT 5")[0].decode(Int.self, at: 0) == 5)
+    }
+
+    @Test("prepared statements survive DEALLOCATE ALL behind the wrapper's back")
+    func deallocateAll() async throws {
+        try await pool.withConnection { connection in
+            #expect(try connection.query("SELECT $1::int", [7])[0].decode(Int.self, at: 0) == 7)
+            try connection.execute("DEALLOCATE ALL")
+            #expect(try connection.query("SELECT $1::int", [8])[0].decode(Int.self, at: 0) == 8)
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import BatonPostgres
+import BatonTestSupport
+import Foundation
+import Testing
+
+@Suite("PostgreSQL values round-trip")
+struct ValueTests {
+    static let database = Task { try await TestDatabase.makePool() }
+    var pool: PostgresPool { get async throws { try await Self.database.value } }
+
+    @Test("text parameters keep quotes, backslashes and SQL-looking content intact")
+    func quotes() async throws {
+        let nasty = #"O'Brien "quoted" \backslash\ '; DROP TABLE users; --"#
+        let rows = try await pool.query("SELECT $1::text, length($1::text)", [nasty])
+        #expect(try rows[0].decode(String.self, at: 0) == nasty)
+        #expect(try rows[0].decode(Int.self, at: 1) == nasty.count)
+    }
+
+    @Test("unicode survives: combining marks, emoji, RTL, astral planes")
+    func unicode() async throws {
+        for text in ["Zoë", "🎵🎶 playlist", "مرحبا", "𝕳𝖊𝖑𝖑𝖔", "e\u{301}", "\u{FEFF}bom", "日本語のテキスト"] {
+            let rows = try await pool.query("SELECT $1::text", [text])
+            #expect(try rows[0].decode(String.self, at: 0) == text)
+        }
+    }
+
+    @Test("a NUL byte in a text parameter is a clear error, not a crash or a silent truncation")
+    func nulByte() async throws {
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.query("SELECT $1::text", ["before\u{0}after"])
+        }
+        #expect(error?.code == .invalidParameter)
+        #expect(error?.message.contains("NUL") == true)
+        #expect(error?.message.contains("$1") == true)
+        // The connection is still fine afterwards.
+        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+    }
+
+    @Test("bytea carries any byte, NUL included, in both directions")
+    func bytes() async throws {
+        let bytes: [UInt8] = [0, 1, 2, 0, 255, 254, 0x5c, 0x27, 0]
+        let rows = try await pool.query("SELECT $1::bytea, length($1::bytea)", [PostgresBytes(bytes)])
+        #expect(try rows[0].decode(PostgresBytes.self, at: 0).bytes == bytes)
+        #expect(try rows[0].decode(Int.self, at: 1) == bytes.count)
+        #expect(try rows[0].decode(Data.self, at: 0) == Data(bytes))
+    }
+
+    @Test("large values: a 10 MB text and a 5 MB bytea")
+    func largeValues() async throws {
+        let big = String(repeating: "ab€", count: 10_000_000 / 5)
+        let rows = try await pool.query("SELECT $1::text, md5($1::text)", [big])
+        #expect(try rows[0].decode(String.self, at: 0) == big)
+        let blob = PostgresBytes((0..<5_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        #expect(try await pool.query("SELECT $1::bytea", [blob])[0].decode(PostgresBytes.self, at: 0) == blob)
+    }
+
+    @Test("every supported type decodes, and NULL decodes as nil")
+    func everyType() async throws {
+        let uuid = UUID()
+        let rows = try await pool.query(
+            """
+            SELECT $1::int2, $2::int4, $3::int8, true, false, 3.25::float8, 12345678901234567890.123456789::numeric,
+                   $4::uuid, '2024-02-29 13:14:15.123456+00'::timestamptz, '{"a": [1, "x", null]}'::jsonb,
+                   '[1,2]'::json, 'text'::varchar, NULL::int8, NULL::text, NULL::uuid, '\\x00ff'::bytea,
+                   '1.5'::numeric, 'NaN'::float8
+            """, [Int16(-32768), Int32(2_147_483_647), Int64.min, uuid])
+        let row = rows[0]
+        #expect(try row.decode(Int16.self, at: 0) == -32768)
+        #expect(try row.decode(Int32.self, at: 1) == 2_147_483_647)
+        #expect(try row.decode(Int64.self, at: 2) == Int64.min)
+        #expect(try row.decode(Bool.self, at: 3) == true)
+        #expect(try row.decode(Bool.self, at: 4) == false)
+        #expect(try row.decode(Double.self, at: 5) == 3.25)
+        // Beyond Decimal's 38 digits? No: 29 digits fits. Also readable as exact text.
+        #expect(try row.decode(Decimal.self, at: 6) == Decimal(string: "12345678901234567890.123456789"))
+        #expect(try row.decode(String.self, at: 6) == "12345678901234567890.123456789")
+        #expect(try row.decode(UUID.self, at: 7) == uuid)
+        let date = try row.decode(Date.self, at: 8)
+        #expect(abs(date.timeIntervalSince1970 - 1_709_212_455.123456) < 0.000_001)
+        #expect(try row.decode(PostgresJSON.self, at: 9).text == #"{"a": [1, "x", null]}"#)
+        #expect(try row.decode(PostgresJSON.self, at: 10).text == "[1,2]")
+        #expect(try row.decode(String.self, at: 11) == "text")
+        #expect(try row.decode(Int64?.self, at: 12) == nil)
+        #expect(try row.decode(String?.self, at: 13) == nil)
+        #expect(try row.decode(UUID?.self, at: 14) == nil)
+        #expect(row.isNull(at: 12))
+        #expect(try row.decode(PostgresBytes.self, at: 15).bytes == [0, 255])
+        #expect(try row.decode(Decimal.self, at: 16) == Decimal(string: "1.5"))
+        #expect(try row.decode(Double.self, at: 17).isNaN)
+    }
+
+    @Test("decoding NULL into a non-optional, or a type into the wrong Swift type, is a clear error")
+    func decodingErrors() async throws {
+        let rows = try await pool.query("SELECT NULL::int4 AS missing, 'abc'::text AS word, 3000000000::int8 AS big")
+        let nullError = #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, at: 0) }
+        #expect(nullError?.code == .decoding)
+        #expect(nullError?.message.contains("missing") == true)
+        #expect(nullError?.message.contains("NULL") == true)
+        #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, named: "word") }
+        #expect(throws: PostgresError.self) { try rows[0].decode(Int32.self, named: "big") }
+        #expect(try rows[0].decode(Int64.self, named: "big") == 3_000_000_000)
+        #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, named: "nope") }
+    }
+
+    @Test("dates round-trip at microsecond precision, before and after 1970")
+    func dates() async throws {
+        for seconds in [0.0, 1_700_000_000.654321, -86_400.5, 4_102_444_800.000001] {
+            let date = Date(timeIntervalSince1970: seconds)
+            let back = try await pool.query("SELECT $1::timestamptz", [date])[0].decode(Date.self, at: 0)
+            #expect(abs(back.timeIntervalSince1970 - seconds) < 0.000_002, "\(seconds)")
+        }
+    }
+
+    @Test("server errors carry SQLSTATE, message, detail and constraint")
+    func serverError() async throws {
+        try await pool.query("CREATE TABLE uniq (id int PRIMARY KEY)")
+        try await pool.query("INSERT INTO uniq VALUES (1)")
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("INSERT INTO uniq VALUES ($1)", [1]) }
+        #expect(error?.code == .server)
+        #expect(error?.sqlState == "23505")
+        #expect(error?.isUniqueViolation == true)
+        #expect(error?.detail?.contains("(id)=(1)") == true)
+        #expect(error?.constraint == "uniq_pkey")
+        #expect(error?.isRetryable == false)
+        let syntax = await #expect(throws: PostgresError.self) { try await pool.query("SELEC 1") }
+        #expect(syntax?.sqlState == "42601")
+    }
+}
