@@ -6,6 +6,9 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+// Tests import umbrella modules freely; member import visibility buys them nothing.
+let testSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
 let package = Package(
     name: "baton",
     platforms: [.macOS(.v15)],
@@ -83,14 +86,28 @@ let package = Package(
         // Shared by the test targets: a throwaway PostgreSQL cluster and helpers.
         .target(
             name: "BatonTestSupport",
-            dependencies: ["BatonPostgres"],
+            dependencies: [
+                "BatonPostgres",
+                "BatonServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
             path: "Tests/BatonTestSupport",
-            swiftSettings: swiftSettings
+            swiftSettings: testSettings
         ),
         .testTarget(
             name: "BatonPostgresTests",
             dependencies: ["BatonPostgres", "BatonTestSupport"],
-            swiftSettings: swiftSettings
+            swiftSettings: testSettings
+        ),
+        .testTarget(
+            name: "BatonServerTests",
+            dependencies: [
+                "BatonServer",
+                "BatonTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: testSettings
         ),
     ]
 )

@@ -142,6 +142,18 @@ public final class EmbeddedPostgres: Sendable {
         try run(binaries.pgctl, ["-D", dataDirectory.path, "-m", "fast", "-w", "-t", "60", "stop"], as: try Self.serviceUser(), what: "pg_ctl stop")
     }
 
+    /// Starts a small watchdog process that stops the cluster (immediately) once the current
+    /// process has gone, however it ended — a crashed or killed test run must not leave a
+    /// postmaster behind. With `removeDirectory`, the watchdog also deletes the cluster's files.
+    public func stopWhenThisProcessExits(removeDirectory: Bool) throws {
+        let binaries = try Self.findBinaries(configuration.binDirectory)
+        let prefix = (try Self.serviceUser()?.switchCommand ?? []).map(shellQuoted).joined(separator: " ")
+        var script = "while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done; "
+        script += "\(prefix) \(shellQuoted(binaries.pgctl)) -D \(shellQuoted(dataDirectory.path)) -m immediate -w stop >/dev/null 2>&1; "
+        if removeDirectory { script += "rm -rf \(shellQuoted(configuration.directory.path)) \(shellQuoted(socketDirectory))" }
+        try spawnDetached(["/bin/sh", "-c", script])
+    }
+
     /// Creates another database in the same cluster (tests give each suite its own).
     public func createDatabase(_ name: String, template: String? = nil) throws -> String {
         guard Self.isValidIdentifier(name), template.map(Self.isValidIdentifier) ?? true else {
@@ -294,10 +306,20 @@ func runProcess(_ command: [String]) throws -> (code: Int32, output: String) {
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    // Nothing but stdin/stdout/stderr reaches the child: a postmaster started by pg_ctl lives
+    // on, and any pipe it inherited (a test runner's, say) would never see end-of-file.
+    #if canImport(Darwin)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_CLOEXEC_DEFAULT))
+    #else
+    closeInheritedDescriptors(&actions)
+    #endif
     var pid: pid_t = 0
     let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
-    let status = posix_spawnp(&pid, command[0], &actions, nil, argv, environ)
+    let status = posix_spawnp(&pid, command[0], &actions, &attributes, argv, environ)
     guard status == 0 else {
         throw EmbeddedPostgres.Error(description: "cannot run \(command[0]): \(String(cString: strerror(status)))")
     }
@@ -309,6 +331,54 @@ func runProcess(_ command: [String]) throws -> (code: Int32, output: String) {
     // WIFEXITED / WEXITSTATUS, spelled out (they are macros in C).
     let code: Int32 = (exitStatus & 0x7f) == 0 ? (exitStatus >> 8) & 0xff : 128 + (exitStatus & 0x7f)
     return (code, output)
+}
+
+#if !canImport(Darwin)
+/// Adds "close every descriptor from 3 up" to `actions`: glibc's
+/// `posix_spawn_file_actions_addclosefrom_np` (2.34+) when present — looked up at run time, as
+/// Swift's Glibc module does not expose it — else one close action per open descriptor.
+private func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    if let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") {
+        _ = unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, 3)
+        return
+    }
+    let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    for descriptor in open.compactMap({ Int32($0) }) where descriptor > 2 {
+        posix_spawn_file_actions_addclose(&actions, descriptor)
+    }
+}
+#endif
+
+/// Starts a command and does not wait for it (it is reaped by init once we are gone).
+func spawnDetached(_ command: [String]) throws {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for descriptor: Int32 in 0...2 {
+        posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+    }
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    #if canImport(Darwin)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_CLOEXEC_DEFAULT | POSIX_SPAWN_SETSID))
+    #else
+    posix_spawnattr_setflags(&attributes, 0x80)  // POSIX_SPAWN_SETSID (a GNU extension Swift does not import)
+    closeInheritedDescriptors(&actions)
+    #endif
+    let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let status = posix_spawnp(&pid, command[0], &actions, &attributes, argv, environ)
+    guard status == 0 else {
+        throw EmbeddedPostgres.Error(description: "cannot start \(command[0]): \(String(cString: strerror(status)))")
+    }
+}
+
+/// `text` quoted for /bin/sh.
+func shellQuoted(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
 
 /// Serialises cluster set-up between processes sharing the directory.

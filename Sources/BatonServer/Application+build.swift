@@ -42,6 +42,7 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     router.add(middleware: HTTPMetricsMiddleware(metrics: environment.metrics))
     router.add(middleware: AccessLogMiddleware())
     router.add(middleware: ErrorMiddleware(routes: catalog))
+    router.add(middleware: BodyLimitMiddleware(limit: environment.configuration.bodyLimit))
 
     HealthController(pool: environment.pool, migrator: environment.migrator).register(on: router, catalog: catalog)
     MetricsController(metrics: environment.metrics, pool: environment.pool).register(on: router, catalog: catalog)

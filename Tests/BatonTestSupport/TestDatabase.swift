@@ -53,7 +53,7 @@ actor TestServer {
     static let shared = TestServer()
 
     private var started: StartedServer?
-    private var template: String?
+    private var template: Task<String, any Error>?
 
     func start() throws -> StartedServer {
         if let started { return started }
@@ -73,15 +73,26 @@ actor TestServer {
                     ]))
             let conninfo = try cluster.start()
             ThrowawayCluster.register(cluster, directory: directory)
+            // If this process dies without running atexit (a crash, SIGKILL), the watchdog
+            // still stops the cluster and deletes it.
+            try cluster.stopWhenThisProcessExits(removeDirectory: true)
             server = StartedServer(adminConninfo: conninfo)
         }
         started = server
         return server
     }
 
+    /// One migrated template per process; concurrent callers share the same task (the actor
+    /// is re-entrant across the awaits inside).
     func migratedTemplate() async throws -> String {
-        if let template { return template }
+        if let template { return try await template.value }
         let server = try start()
+        let task = Task { try await Self.createTemplate(server) }
+        template = task
+        return try await task.value
+    }
+
+    private static func createTemplate(_ server: StartedServer) async throws -> String {
         let name = "baton_template_\(getpid())"
         let admin = PostgresPool(configuration: .init(conninfo: server.adminConninfo, maxConnections: 1))
         try await admin.withConnection { try $0.execute("CREATE DATABASE \(name)") }
@@ -90,7 +101,6 @@ actor TestServer {
             configuration: .init(conninfo: try Conninfo.replacing(server.adminConninfo, with: ["dbname": name]), maxConnections: 1))
         try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(on: pool)
         await pool.close()
-        template = name
         return name
     }
 }

@@ -7,6 +7,8 @@ public struct BatonRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The request id: the caller's `X-Request-Id` when it is well-formed, else a new one.
     public var requestID: String = ""
+    /// The configured request body limit (set by ``BodyLimitMiddleware``).
+    public var bodyLimit: Int = 64 * 1024
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
@@ -14,6 +16,13 @@ public struct BatonRequestContext: RequestContext {
 
     /// Bodies are read explicitly with the configured limit (see ``Request/collectBody(limit:)``).
     public var maxUploadSize: Int { 64 * 1024 }
+}
+
+extension BatonRequestContext {
+    /// Reads the request body within the configured limit.
+    public func body(of request: Request) async throws -> ByteBuffer {
+        try await request.collectBody(limit: bodyLimit)
+    }
 }
 
 extension Request {

@@ -41,8 +41,8 @@ public struct RequestIDMiddleware: RouterMiddleware {
 }
 
 extension HTTPField.Name {
-    static let requestID = Self("X-Request-Id")!
-    static let idempotentReplay = Self("Idempotent-Replay")!
+    public static let requestID = Self("X-Request-Id")!
+    public static let idempotentReplay = Self("Idempotent-Replay")!
 }
 
 extension String {

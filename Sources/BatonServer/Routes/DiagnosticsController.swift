@@ -27,5 +27,11 @@ struct DiagnosticsController: Sendable {
             }
             return Response.json(["subject": .string(subject), "hits": .int(hits)])
         }
+        // A slow request, to watch graceful shutdown let in-flight work finish.
+        router.on(.get, "/diagnostics/sleep", catalog: catalog) { request, _ in
+            let milliseconds = min(10_000, max(0, request.uri.queryParameters.get("ms", as: Int.self) ?? 100))
+            try await Task.sleep(for: .milliseconds(milliseconds))
+            return Response.json(["slept_ms": .int(milliseconds)])
+        }
     }
 }

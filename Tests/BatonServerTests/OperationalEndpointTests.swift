@@ -1,0 +1,147 @@
+import BatonJSON
+import BatonPostgres
+import BatonServer
+import BatonTestSupport
+import Foundation
+import HummingbirdTesting
+import Testing
+
+@Suite("Operational endpoints and error envelopes")
+struct OperationalEndpointTests {
+    @Test("healthz and readyz answer on a migrated database")
+    func health() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.json["status"] == "ok")
+                #expect(response.headers[.requestID]?.count == 32)
+            }
+            try await client.execute(uri: "/readyz", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.json["checks"]?["database"] == "ok")
+                #expect(response.json["checks"]?["migrations"] == "ok")
+            }
+        }
+    }
+
+    @Test("readyz is 503 with the envelope while a migration is pending")
+    func notReadyWhenPending() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pending-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for file in try FileManager.default.contentsOfDirectory(atPath: TestDatabase.migrationsDirectory.path) {
+            try FileManager.default.copyItem(
+                at: TestDatabase.migrationsDirectory.appendingPathComponent(file), to: directory.appendingPathComponent(file))
+        }
+        try "CREATE TABLE later (id int);".write(to: directory.appendingPathComponent("9999_later.sql"), atomically: true, encoding: .utf8)
+        let app = buildApplication(try await TestApplication.environment(migrator: try Migrator(directory: directory)))
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/readyz", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                let body = response.json
+                #expect(body["error"]?["code"] == "unavailable")
+                #expect(body["error"]?["message"]?.stringValue?.contains("9999_later") == true)
+                #expect(body["error"]?["checks"]?["database"] == "ok")
+                #expect(response.headers[.retryAfter] != nil)
+            }
+        }
+    }
+
+    @Test("an unreachable database answers 503 with Retry-After, never 500")
+    func databaseDown() async throws {
+        let environment = try await TestApplication.environment(conninfo: "host=127.0.0.1 port=1 connect_timeout=1 dbname=x")
+        let app = buildApplication(environment)
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/readyz", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.json["error"]?["checks"]?["database"] == "unreachable")
+            }
+            try await client.execute(uri: "/diagnostics/probe/s1", method: .post) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.json["error"]?["code"] == "unavailable")
+                #expect(response.headers[.retryAfter] == "2")
+            }
+            try await client.execute(uri: "/healthz", method: .get) { response in
+                #expect(response.status == .ok)
+            }
+        }
+    }
+
+    @Test("unknown paths are 404 and wrong methods 405 with Allow, both as envelopes")
+    func notFoundAndMethodNotAllowed() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/no/such/thing", method: .get) { response in
+                #expect(response.status == .notFound)
+                #expect(response.json["error"]?["code"] == "not_found")
+                #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)
+            }
+            try await client.execute(uri: "/metrics", method: .delete) { response in
+                #expect(response.status == .methodNotAllowed)
+                #expect(response.json["error"]?["code"] == "method_not_allowed")
+                #expect(response.headers[.allow] == "GET")
+            }
+            try await client.execute(uri: "/diagnostics/probe/abc", method: .get) { response in
+                #expect(response.status == .methodNotAllowed)
+                #expect(response.headers[.allow] == "POST")
+            }
+        }
+    }
+
+    @Test("a body over the limit is 413 body_too_large")
+    func bodyLimit() async throws {
+        let app = buildApplication(try await TestApplication.environment { $0.bodyLimit = 2048 })
+        try await app.test(.router) { client in
+            try await client.execute(
+                uri: "/diagnostics/probe/s", method: .post, body: ByteBuffer(repeating: 0x41, count: 4096)
+            ) { response in
+                #expect(response.status == .contentTooLarge)
+                #expect(response.json["error"]?["code"] == "body_too_large")
+            }
+        }
+    }
+
+    @Test("a well-formed X-Request-Id is echoed; a hostile one is replaced")
+    func requestID() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/healthz", method: .get, headers: [.requestID: "abc-123_x.y"]) { response in
+                #expect(response.headers[.requestID] == "abc-123_x.y")
+            }
+            try await client.execute(uri: "/healthz", method: .get, headers: [.requestID: "evil\" level=error"]) { response in
+                #expect(response.headers[.requestID] != "evil\" level=error")
+                #expect(response.headers[.requestID]?.count == 32)
+            }
+        }
+    }
+
+    @Test("the database-backed probe runs one transaction: lock, update, log")
+    func probe() async throws {
+        let environment = try await TestApplication.environment()
+        try await environment.pool.query("INSERT INTO probe_counters (subject) VALUES ('s1')")
+        let app = buildApplication(environment)
+        try await app.test(.router) { client in
+            for expected in 1...3 {
+                try await client.execute(uri: "/diagnostics/probe/s1", method: .post) { response in
+                    #expect(response.status == .ok)
+                    #expect(response.json["hits"] == .int(expected))
+                }
+            }
+            try await client.execute(uri: "/diagnostics/probe/missing", method: .post) { response in
+                #expect(response.status == .notFound)
+            }
+            // (The pool closes with the application, so look inside the test closure.)
+            #expect(try await environment.pool.query("SELECT count(*) FROM probe_log WHERE subject = 's1'")[0].decode(Int.self, at: 0) == 3)
+        }
+    }
+
+    @Test("diagnostics endpoints do not exist unless enabled")
+    func diagnosticsOff() async throws {
+        let app = buildApplication(try await TestApplication.environment { $0.diagnostics = false })
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/diagnostics/probe/s1", method: .post) { response in
+                #expect(response.status == .notFound)
+            }
+        }
+    }
+}
