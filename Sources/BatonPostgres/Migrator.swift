@@ -106,7 +106,7 @@ public struct Migrator: Sendable {
                 for migration in migrations where applied[migration.version] == nil {
                     log?("applying \(migration.fileName)")
                     let record = {
-                        try connection.query(
+                        _ = try connection.query(
                             "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                             [migration.version, migration.name, migration.checksum])
                     }

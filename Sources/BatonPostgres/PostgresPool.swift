@@ -1,17 +1,20 @@
 import DequeModule
+import Dispatch
+import NIOCore
 import NIOPosix
+import Foundation
 import Synchronization
 
-/// A bounded pool of libpq connections with its own worker threads.
+/// A bounded pool of libpq connections, each owned by a dedicated worker thread.
 ///
-/// libpq blocks, so statements never run on an event loop or on Swift's cooperative pool:
-/// ``withConnection(_:)`` waits (asynchronously) for a free connection, then runs the whole body
-/// on one of the pool's threads — one thread per connection, so a body never waits for a thread
-/// once it holds a connection — and resumes the caller with the result. A body therefore costs
-/// two thread hops however many statements it runs.
+/// libpq blocks, so statements never run on an event loop or on Swift's cooperative pool.
+/// ``withConnection(_:)`` puts its body on the pool's queue; the first free worker runs the
+/// whole body on its own thread with its own connection and resumes the caller. A worker that
+/// finishes takes the next queued body straight away, so under load a request costs one hop
+/// onto a worker and one back, never a wake-up of the caller just to hand over a connection.
 ///
-/// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected on
-/// checkout without a round trip, or when a statement fails, and replaced transparently.
+/// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
+/// before a body runs — without a round trip — or when a statement fails, and replaced.
 public final class PostgresPool: Sendable {
     /// How the pool connects and how long callers wait.
     public struct Configuration: Sendable {
@@ -19,8 +22,8 @@ public final class PostgresPool: Sendable {
         public var conninfo: String
         /// Upper bound on open connections (and worker threads).
         public var maxConnections: Int
-        /// How long ``PostgresPool/withConnection(_:)`` waits for a free connection before
-        /// throwing ``PostgresError/Code/poolTimeout``.
+        /// How long a body may wait for a free connection before ``withConnection(_:)``
+        /// throws ``PostgresError/Code/poolTimeout``.
         public var acquireTimeout: Duration
 
         public init(conninfo: String, maxConnections: Int = 8, acquireTimeout: Duration = .seconds(5)) {
@@ -32,37 +35,28 @@ public final class PostgresPool: Sendable {
 
     /// A snapshot of the pool's state, for metrics.
     public struct Statistics: Sendable, Equatable {
-        /// Connections open or being opened.
+        /// Connections open (or being opened).
         public var open: Int
-        /// Open connections waiting for work.
+        /// Open connections whose worker is waiting for work.
         public var idle: Int
-        /// Connections currently lent out.
-        public var inUse: Int { open - idle }
-        /// Callers waiting for a connection.
+        /// Connections running a body.
+        public var inUse: Int
+        /// Bodies waiting for a free connection.
         public var waiters: Int
         /// Connections opened since the pool started (replacements included).
         public var connectionsOpened: Int
         /// Connections found broken and discarded.
         public var connectionsDiscarded: Int
-        /// Acquisitions that gave up after the acquire timeout.
+        /// Bodies that gave up after the acquire timeout.
         public var acquireTimeouts: Int
     }
 
-    private enum Lease: Sendable {
-        case existing(PostgresConnection)
-        case create
-    }
-
-    private struct Waiter {
-        var id: Int
-        var continuation: CheckedContinuation<Lease, any Error>
-    }
-
     private struct State: ~Copyable {
-        var idle: [PostgresConnection] = []
+        var queue = Deque<Job>()
+        var idleWorkers: [Worker] = []
+        var busy = 0
         var open = 0
-        var waiters = Deque<Waiter>()
-        var nextWaiterID = 0
+        var nextJobID = 0
         var closed = false
         var connectionsOpened = 0
         var connectionsDiscarded = 0
@@ -72,23 +66,26 @@ public final class PostgresPool: Sendable {
     /// The pool's configuration.
     public let configuration: Configuration
     private let state = Mutex(State())
-    private let threads: NIOThreadPool
+    private let workers: [Worker]
     private let acquireObserver: (@Sendable (Duration) -> Void)?
+    private let timerLoop: any EventLoop
 
-    /// Creates a pool. Connections are opened lazily, on first use.
-    /// - Parameter acquireObserver: called with how long each checkout waited (for a histogram).
+    /// Creates a pool and its worker threads. Connections are opened lazily, on first use.
+    /// - Parameter acquireObserver: called with how long each body waited for a connection.
     public init(configuration: Configuration, acquireObserver: (@Sendable (Duration) -> Void)? = nil) {
         self.configuration = configuration
         self.acquireObserver = acquireObserver
-        self.threads = NIOThreadPool(numberOfThreads: configuration.maxConnections)
-        self.threads.start()
+        self.timerLoop = MultiThreadedEventLoopGroup.singleton.next()
+        self.workers = (0..<configuration.maxConnections).map { Worker(index: $0) }
+        state.withLock { $0.idleWorkers = workers.reversed() }
+        for worker in workers { worker.start(pool: self) }
     }
 
     /// The pool's current state.
     public var statistics: Statistics {
         state.withLock {
             Statistics(
-                open: $0.open, idle: $0.idle.count, waiters: $0.waiters.count,
+                open: $0.open, idle: $0.open - $0.busy, inUse: $0.busy, waiters: $0.queue.count,
                 connectionsOpened: $0.connectionsOpened, connectionsDiscarded: $0.connectionsDiscarded,
                 acquireTimeouts: $0.acquireTimeouts)
         }
@@ -96,29 +93,34 @@ public final class PostgresPool: Sendable {
 
     // MARK: - Using connections
 
-    /// Runs `body` with exclusive use of one connection, on a pool thread.
+    /// Runs `body` with exclusive use of one connection, on that connection's worker thread.
+    /// Waiting for a free connection can be cancelled; a body that has started runs to its end.
     public func withConnection<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> R) async throws -> R {
-        let started = ContinuousClock.now
-        let lease = try await acquire()
-        acquireObserver?(ContinuousClock.now - started)
-        return try await withUnsafeThrowingContinuation { continuation in
-            threads.submit { workState in
-                guard case .active = workState else {
-                    self.giveBack(lease)
-                    continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
-                    return
-                }
-                let connection: PostgresConnection
-                do {
-                    connection = try self.connection(for: lease)
-                } catch {
-                    self.returnSlot()
-                    continuation.resume(throwing: error)
-                    return
-                }
-                let result = Result { try body(connection) }
-                self.release(connection)
-                continuation.resume(with: result)
+        let id = state.withLock { state in
+            state.nextJobID += 1
+            return state.nextJobID
+        }
+        // When the caller runs on an event loop (Baton's server installs NIO as the concurrency
+        // executor), resume it on that same loop: the response is then written without another
+        // thread hop, instead of resuming on whichever loop the global executor picks.
+        let home = MultiThreadedEventLoopGroup.currentEventLoop
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<R, any Error>) in
+                let job = Job(
+                    id: id, enqueued: .now,
+                    run: { connection in
+                        let result = Result { try body(connection) }
+                        return {
+                            if let home { home.execute { continuation.resume(with: result) } } else { continuation.resume(with: result) }
+                        }
+                    },
+                    fail: { continuation.resume(throwing: $0) })
+                submit(job)
+            }
+        } onCancel: {
+            if let job = removeQueued(id) {
+                job.timeout?.cancel()
+                job.fail(CancellationError())
             }
         }
     }
@@ -151,144 +153,200 @@ public final class PostgresPool: Sendable {
         return try await withConnection { try $0.query(sql, parameters: wire) }
     }
 
-    /// Closes idle connections, fails waiters, and stops the worker threads once lent-out
-    /// connections come back. Later calls throw ``PostgresError/Code/poolClosed``.
+    /// Fails queued bodies, lets running ones finish, then closes every connection and stops
+    /// the workers. Later calls throw ``PostgresError/Code/poolClosed``.
     public func close() async {
-        let (idle, waiters) = state.withLock { state -> ([PostgresConnection], Deque<Waiter>) in
+        let queued = state.withLock { state -> Deque<Job> in
             state.closed = true
-            let idle = state.idle
-            state.open -= idle.count
-            state.idle.removeAll()
-            let waiters = state.waiters
-            state.waiters.removeAll()
-            return (idle, waiters)
+            let queued = state.queue
+            state.queue.removeAll()
+            return queued
         }
-        _ = idle  // dropped here: PQfinish runs in deinit
-        for waiter in waiters {
-            waiter.continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
+        for job in queued {
+            job.timeout?.cancel()
+            job.fail(PostgresError(code: .poolClosed, message: "the database pool is shut down"))
         }
-        try? await threads.shutdownGracefully()
+        for worker in workers { worker.wake() }
+        for worker in workers { await worker.stopped() }
     }
 
-    // MARK: - Checkout
+    // MARK: - Queue
 
-    private func acquire() async throws -> Lease {
-        let immediate: Lease? = try state.withLock { state in
-            if state.closed { throw PostgresError(code: .poolClosed, message: "the database pool is shut down") }
-            if let connection = state.idle.popLast() { return .existing(connection) }
-            if state.open < configuration.maxConnections {
-                state.open += 1
-                return .create
+    private func submit(_ job: Job) {
+        enum Placement { case worker(Worker), queued, closed }
+        var job = job
+        let placement: Placement = state.withLock { state in
+            if state.closed { return .closed }
+            if let worker = state.idleWorkers.popLast() {
+                state.busy += 1
+                worker.assign(job)
+                return .worker(worker)
             }
-            return nil
+            state.queue.append(job)
+            return .queued
         }
-        if let immediate { return immediate }
-        return try await waitForLease()
-    }
-
-    private func waitForLease() async throws -> Lease {
-        let id = state.withLock { state in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
-        }
-        let timeout = configuration.acquireTimeout
-        let timer = Task {
-            try await Task.sleep(for: timeout)
-            self.expireWaiter(id)
-        }
-        defer { timer.cancel() }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Lease, any Error>) in
-                enum Outcome { case wait, lease(Lease), fail(any Error) }
-                let outcome: Outcome = state.withLock { state in
-                    if state.closed { return .fail(PostgresError(code: .poolClosed, message: "the database pool is shut down")) }
-                    if Task.isCancelled { return .fail(CancellationError()) }
-                    if let connection = state.idle.popLast() { return .lease(.existing(connection)) }
-                    if state.open < configuration.maxConnections {
-                        state.open += 1
-                        return .lease(.create)
-                    }
-                    state.waiters.append(Waiter(id: id, continuation: continuation))
-                    return .wait
-                }
-                switch outcome {
-                case .wait: break
-                case .lease(let lease): continuation.resume(returning: lease)
-                case .fail(let error): continuation.resume(throwing: error)
-                }
+        switch placement {
+        case .worker(let worker):
+            worker.wake()
+        case .queued:
+            // Nobody free: arm the acquire timeout. (Armed after queueing; if a worker took the
+            // job in between, the timer finds nothing to expire.)
+            let id = job.id
+            job.timeout = timerLoop.scheduleTask(in: .nanoseconds(Int64(configuration.acquireTimeout.nanoseconds))) {
+                self.expire(id)
             }
-        } onCancel: {
-            removeWaiter(id)?.resume(throwing: CancellationError())
+            let timer = job.timeout
+            state.withLock { state in
+                if let index = state.queue.firstIndex(where: { $0.id == id }) { state.queue[index].timeout = timer }
+            }
+        case .closed:
+            job.fail(PostgresError(code: .poolClosed, message: "the database pool is shut down"))
         }
     }
 
-    private func removeWaiter(_ id: Int) -> CheckedContinuation<Lease, any Error>? {
+    private func removeQueued(_ id: Int) -> Job? {
         state.withLock { state in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return state.waiters.remove(at: index).continuation
+            guard let index = state.queue.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.queue.remove(at: index)
         }
     }
 
-    private func expireWaiter(_ id: Int) {
-        guard let continuation = removeWaiter(id) else { return }
-        let (statistics, timeout) = (self.statistics, configuration.acquireTimeout)
-        state.withLock { $0.acquireTimeouts += 1 }
-        continuation.resume(
-            throwing: PostgresError(
+    private func expire(_ id: Int) {
+        guard let job = removeQueued(id) else { return }
+        let statistics = state.withLock { state -> Statistics in
+            state.acquireTimeouts += 1
+            return Statistics(
+                open: state.open, idle: state.open - state.busy, inUse: state.busy, waiters: state.queue.count,
+                connectionsOpened: state.connectionsOpened, connectionsDiscarded: state.connectionsDiscarded,
+                acquireTimeouts: state.acquireTimeouts)
+        }
+        job.fail(
+            PostgresError(
                 code: .poolTimeout,
-                message: "no database connection became free within \(timeout) (all \(statistics.open) in use, \(statistics.waiters) waiting)"
-            ))
+                message: "no database connection became free within \(configuration.acquireTimeout) "
+                    + "(\(statistics.inUse) of \(configuration.maxConnections) busy, \(statistics.waiters) more waiting)"))
     }
 
-    // MARK: - On the worker thread
-
-    private func connection(for lease: Lease) throws -> PostgresConnection {
-        if case .existing(let connection) = lease {
-            if connection.checkAlive() { return connection }
-            state.withLock { $0.connectionsDiscarded += 1 }
+    /// Called by a worker after a body: hands it the next queued job, or parks it.
+    fileprivate func next(for worker: Worker) -> Job? {
+        state.withLock { state in
+            if let job = state.queue.popFirst() { return job }
+            state.busy -= 1
+            state.idleWorkers.append(worker)
+            return nil
         }
-        let connection = try PostgresConnection(conninfo: configuration.conninfo)
-        state.withLock { $0.connectionsOpened += 1 }
-        return connection
     }
 
-    /// Returns a connection after use, or discards it if it broke or was left mid-transaction.
-    private func release(_ connection: PostgresConnection) {
-        if connection.isOpen, connection.isInTransaction { try? connection.execute("ROLLBACK") }
-        let healthy = connection.isOpen && !connection.isInTransaction
-        if !healthy {
-            state.withLock { $0.connectionsDiscarded += 1 }
-            returnSlot()
-            return
-        }
-        let waiter: Waiter? = state.withLock { state in
-            if state.closed {
-                state.open -= 1
-                return nil
+    fileprivate func isClosed() -> Bool { state.withLock { $0.closed } }
+
+    fileprivate func observeAcquire(_ job: Job) {
+        job.timeout?.cancel()
+        acquireObserver?(ContinuousClock.now - job.enqueued)
+    }
+
+    fileprivate func connectionOpened() { state.withLock { $0.open += 1; $0.connectionsOpened += 1 } }
+    fileprivate func connectionDiscarded() { state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 } }
+    fileprivate func connectionClosed() { state.withLock { $0.open -= 1 } }
+}
+
+extension Duration {
+    fileprivate var nanoseconds: Int64 {
+        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+    }
+}
+
+/// A body waiting to run, with the continuation that gets its result.
+private struct Job: Sendable {
+    var id: Int
+    var enqueued: ContinuousClock.Instant
+    /// Runs the body and returns how to resume the caller, which the worker calls only after
+    /// it has given its connection back (so a resumed caller sees the pool as it left it).
+    var run: @Sendable (PostgresConnection) -> @Sendable () -> Void
+    var fail: @Sendable (any Error) -> Void
+    var timeout: Scheduled<Void>?
+}
+
+/// One worker thread and the connection it owns.
+///
+/// The thread sleeps on its own semaphore and is woken only when a job is assigned to it (or
+/// the pool closes), so a submit wakes exactly one thread. `assigned` is written under the
+/// pool's lock while the worker is parked and read by the worker after the semaphore wakes it;
+/// the connection is touched only by the worker thread. Hence `@unchecked Sendable`.
+private final class Worker: @unchecked Sendable {
+    let index: Int
+    private let semaphore = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private var assigned: Job?
+    private var connection: PostgresConnection?
+
+    init(index: Int) { self.index = index }
+
+    func start(pool: PostgresPool) {
+        let thread = Thread { [self] in self.loop(pool) }
+        thread.name = "baton-db-\(index)"
+        thread.start()
+    }
+
+    /// Called with the pool's lock held, while the worker is parked.
+    func assign(_ job: Job) { assigned = job }
+
+    func wake() { semaphore.signal() }
+
+    /// Waits until the thread has ended (after the pool closed).
+    func stopped() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.finished.wait()
+                continuation.resume()
             }
-            if let waiter = state.waiters.popFirst() { return waiter }
-            state.idle.append(connection)
-            return nil
-        }
-        waiter?.continuation.resume(returning: .existing(connection))
-    }
-
-    /// A lease that was never used (the thread pool refused the work).
-    private func giveBack(_ lease: Lease) {
-        switch lease {
-        case .existing(let connection): release(connection)
-        case .create: returnSlot()
         }
     }
 
-    /// Frees one slot (a connection that broke or could not be opened) and lets the next waiter
-    /// open a fresh connection in its place.
-    private func returnSlot() {
-        let waiter: Waiter? = state.withLock { state in
-            if !state.closed, let waiter = state.waiters.popFirst() { return waiter }
-            state.open -= 1
-            return nil
+    private func loop(_ pool: PostgresPool) {
+        while true {
+            semaphore.wait()
+            guard var job = assigned else {
+                if pool.isClosed() { break }
+                continue
+            }
+            assigned = nil
+            while true {
+                let resume = run(job, pool: pool)
+                let next = pool.next(for: self)
+                resume()
+                guard let next else { break }
+                job = next
+            }
         }
-        waiter?.continuation.resume(returning: .create)
+        if connection != nil {
+            connection = nil
+            pool.connectionClosed()
+        }
+        finished.signal()
+    }
+
+    private func run(_ job: Job, pool: PostgresPool) -> @Sendable () -> Void {
+        pool.observeAcquire(job)
+        if let existing = connection, !existing.checkAlive() {
+            connection = nil
+            pool.connectionDiscarded()
+        }
+        if connection == nil {
+            do {
+                connection = try PostgresConnection(conninfo: pool.configuration.conninfo)
+                pool.connectionOpened()
+            } catch {
+                return { job.fail(error) }
+            }
+        }
+        guard let connection else { return {} }
+        let resume = job.run(connection)
+        // A connection that broke, or that a body left inside a transaction, is not reused.
+        if connection.isOpen, connection.isInTransaction { try? connection.execute("ROLLBACK") }
+        if !connection.isOpen || connection.isInTransaction {
+            self.connection = nil
+            pool.connectionDiscarded()
+        }
+        return resume
     }
 }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import BatonServer
 
-@main
+
 struct Baton: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "baton",

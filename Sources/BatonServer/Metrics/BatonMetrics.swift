@@ -16,23 +16,20 @@ public final class BatonMetrics: Sendable {
         self.registry = registry
     }
 
-    /// A family: its name, help text, and label names in order.
-    struct Family: Sendable {
-        let name: String
-        let help: String
-    }
+    /// A metric family: name parts, base unit and help text.
+    typealias Family = MetricNameDescriptor
 
     enum Families {
-        static let httpRequests = Family(name: "baton_http_requests_total", help: "HTTP requests answered, by method, route template and status code.")
-        static let httpDuration = Family(name: "baton_http_request_duration_seconds", help: "Time from request head to response head, by method and route template.")
-        static let poolConnections = Family(name: "baton_db_pool_connections", help: "Database connections in the pool, by state (in_use, idle).")
-        static let poolWaiters = Family(name: "baton_db_pool_waiters", help: "Requests waiting for a database connection.")
-        static let poolMax = Family(name: "baton_db_pool_max_connections", help: "Configured upper bound on database connections.")
-        static let poolAcquire = Family(name: "baton_db_pool_acquire_duration_seconds", help: "Time spent waiting to check out a database connection.")
-        static let poolOpened = Family(name: "baton_db_pool_connections_opened_total", help: "Database connections opened, replacements included.")
-        static let poolDiscarded = Family(name: "baton_db_pool_connections_discarded_total", help: "Database connections found broken and discarded.")
-        static let poolTimeouts = Family(name: "baton_db_pool_acquire_timeouts_total", help: "Checkouts that gave up waiting for a free database connection.")
-        static let buildInfo = Family(name: "baton_build_info", help: "Always 1; the labels name the running build.")
+        static var httpRequests: Family { Family(namespace: "baton", metricName: "http_requests", unitName: "total", helpText: "HTTP requests answered, by method, route template and status code.") }
+        static var httpDuration: Family { Family(namespace: "baton", metricName: "http_request_duration", unitName: "seconds", helpText: "Time from request head to response head, by method and route template.") }
+        static var poolConnections: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "connections", helpText: "Database connections in the pool, by state (in_use, idle).") }
+        static var poolWaiters: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "waiters", helpText: "Requests waiting for a database connection.") }
+        static var poolMax: Family { Family(namespace: "baton", metricName: "db_pool_max", unitName: "connections", helpText: "Configured upper bound on database connections.") }
+        static var poolAcquire: Family { Family(namespace: "baton", metricName: "db_pool_acquire_duration", unitName: "seconds", helpText: "Time spent waiting to check out a database connection.") }
+        static var poolOpened: Family { Family(namespace: "baton", metricName: "db_pool_connections_opened", unitName: "total", helpText: "Database connections opened, replacements included.") }
+        static var poolDiscarded: Family { Family(namespace: "baton", metricName: "db_pool_connections_discarded", unitName: "total", helpText: "Database connections found broken and discarded.") }
+        static var poolTimeouts: Family { Family(namespace: "baton", metricName: "db_pool_acquire_timeouts", unitName: "total", helpText: "Checkouts that gave up waiting for a free database connection.") }
+        static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
     }
 
     static let latencyBuckets: [Duration] = [
@@ -43,30 +40,47 @@ public final class BatonMetrics: Sendable {
 
     // MARK: - HTTP
 
+    private struct RequestSeriesKey: Hashable {
+        var method: String
+        var route: String
+        var status: Int
+    }
+
+    /// Handles per (method, route, status), so the hot path skips the registry's name and
+    /// label validation. Bounded: methods, route templates and status codes are finite.
+    private let requestSeries = Mutex<[RequestSeriesKey: (Counter, DurationHistogram)]>([:])
+
     func recordRequest(method: String, route: String, status: Int, duration: Duration) {
-        registry.makeCounter(
-            name: Families.httpRequests.name,
-            labels: [("method", method), ("route", route), ("status", String(status))], help: Families.httpRequests.help
-        ).increment()
-        registry.makeDurationHistogram(
-            name: Families.httpDuration.name, labels: [("method", method), ("route", route)],
-            buckets: Self.latencyBuckets, help: Families.httpDuration.help
-        ).record(duration)
+        let key = RequestSeriesKey(method: method, route: route, status: status)
+        let series = requestSeries.withLock { cache in
+            if let series = cache[key] { return series }
+            let series = (
+                registry.makeCounter(
+                    descriptor: Families.httpRequests,
+                    labels: [("method", method), ("route", route), ("status", String(status))]),
+                registry.makeDurationHistogram(
+                    descriptor: Families.httpDuration, labels: [("method", method), ("route", route)],
+                    buckets: Self.latencyBuckets)
+            )
+            cache[key] = series
+            return series
+        }
+        series.0.increment()
+        series.1.record(duration)
     }
 
     // MARK: - Database pool
 
     /// A closure for ``PostgresPool``'s acquire observer.
     public var poolAcquireObserver: @Sendable (Duration) -> Void {
-        let histogram = registry.makeDurationHistogram(
-            name: Families.poolAcquire.name, buckets: Self.latencyBuckets, help: Families.poolAcquire.help)
+        let histogram = registry.makeDurationHistogram(descriptor: Families.poolAcquire, buckets: Self.latencyBuckets)
         return { histogram.record($0) }
     }
 
     /// Copies the pool's state into gauges (called when `/metrics` is scraped).
     public func updatePool(_ statistics: PostgresPool.Statistics, maxConnections: Int) {
         func gauge(_ family: Family, _ labels: [(String, String)] = []) -> Gauge {
-            registry.makeGauge(name: family.name, labels: labels, help: family.help)
+            registry.makeGauge(descriptor: family, labels: labels)
         }
         gauge(Families.poolConnections, [("state", "in_use")]).set(to: Double(statistics.inUse))
         gauge(Families.poolConnections, [("state", "idle")]).set(to: Double(statistics.idle))
@@ -78,7 +92,7 @@ public final class BatonMetrics: Sendable {
             return snapshot
         }
         func advance(_ family: Family, _ now: Int, _ before: Int?) {
-            let counter = registry.makeCounter(name: family.name, labels: [], help: family.help)
+            let counter = registry.makeCounter(descriptor: family)
             if now > (before ?? 0) { counter.increment(by: Int64(now - (before ?? 0))) }
         }
         advance(Families.poolOpened, statistics.connectionsOpened, previous?.connectionsOpened)
@@ -90,9 +104,7 @@ public final class BatonMetrics: Sendable {
 
     /// Publishes `baton_build_info{version,commit} 1`.
     public func recordBuild(version: String, commit: String) {
-        registry.makeGauge(
-            name: Families.buildInfo.name, labels: [("version", version), ("commit", commit)], help: Families.buildInfo.help
-        ).set(to: 1)
+        registry.makeGauge(descriptor: Families.buildInfo, labels: [("version", version), ("commit", commit)]).set(to: 1)
     }
 
     /// The Prometheus text exposition of every metric.

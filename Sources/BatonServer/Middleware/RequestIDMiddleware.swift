@@ -1,6 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import Logging
+import Synchronization
 
 /// Gives every request an id, echoed in `X-Request-Id` and attached to every log line.
 /// A caller's id is kept only if it is short and plain (so it cannot forge log lines).
@@ -32,12 +33,18 @@ public struct RequestIDMiddleware: RouterMiddleware {
         return id
     }
 
+    /// A random per-process prefix and a counter: unique across replicas and restarts without
+    /// a system call per request (ids identify requests; they are not secrets).
     static func generate() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next() as UInt64
-        let low = generator.next() as UInt64
-        return String(high, radix: 16).leftPadded(to: 16) + String(low, radix: 16).leftPadded(to: 16)
+        let sequence = counter.wrappingAdd(1, ordering: .relaxed).oldValue
+        return prefix + String(sequence, radix: 16).leftPadded(to: 16)
     }
+
+    private static let prefix: String = {
+        var generator = SystemRandomNumberGenerator()
+        return String(generator.next() as UInt64, radix: 16).leftPadded(to: 16)
+    }()
+    private static let counter = Atomic<UInt64>(0)
 }
 
 extension HTTPField.Name {

@@ -1,0 +1,17 @@
+import Dispatch
+import Foundation
+import ArgumentParser
+import NIOCore
+import NIOPosix
+
+// Swift concurrency runs on NIO's event loops instead of its own thread pool. Request
+// handlers then execute on the thread that owns the connection's socket, which removes two
+// thread hops from every request (event loop → concurrency pool → event loop). Nothing in
+// Baton blocks on these threads: libpq runs on the database pool's own threads.
+_ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+
+Task {
+    await Baton.main()
+    exit(0)
+}
+dispatchMain()
