@@ -13,6 +13,8 @@ public struct BatonEnvironment: Sendable {
     public var logger: Logger
     /// Services that must outlive the HTTP server (stopped after it drains).
     public var services: [any Service]
+    /// Every route the application registers (filled by ``buildApplication(_:)``).
+    public let routes = RouteCatalog()
 
     public init(
         configuration: BatonConfiguration, pool: PostgresPool, migrator: Migrator, metrics: BatonMetrics, logger: Logger,
@@ -35,7 +37,7 @@ public enum BatonVersion {
 /// Builds the HTTP application: middleware, routes, services.
 public func buildApplication(_ environment: BatonEnvironment) -> some ApplicationProtocol {
     let router = Router(context: BatonRequestContext.self)
-    let catalog = RouteCatalog()
+    let catalog = environment.routes
     // Outermost first: every response carries a request id, is counted, and errors become
     // envelopes before they are counted.
     router.add(middleware: RequestIDMiddleware())

@@ -12,6 +12,12 @@ public enum ExternalTool {
         return nil
     }
 
+    /// A tool installed by `scripts/bootstrap.sh --test` into `.build/tools-venv`.
+    public static func findInToolsVenv(_ name: String) -> String? {
+        let candidate = TestDatabase.repositoryRoot.appendingPathComponent(".build/tools-venv/bin/\(name)").path
+        return FileManager.default.isExecutableFile(atPath: candidate) ? candidate : nil
+    }
+
     /// Runs `executable` with `input` on stdin and returns its status and combined output.
     public static func run(_ executable: String, _ arguments: [String], input: [UInt8] = []) throws -> (status: Int32, output: String) {
         let process = Process()

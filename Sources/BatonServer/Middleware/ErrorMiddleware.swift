@@ -76,6 +76,11 @@ public final class RouteCatalog: Sendable {
         entries.withLock { $0.append((method, path.split(separator: "/"))) }
     }
 
+    /// Every registered (method, path template) pair.
+    public var all: [(method: HTTPRequest.Method, path: String)] {
+        entries.withLock { $0.map { ($0.method, "/" + $0.segments.joined(separator: "/")) } }
+    }
+
     /// The methods registered for a concrete path.
     public func methods(forPath path: String) -> Set<HTTPRequest.Method> {
         let parts = path.split(separator: "/")

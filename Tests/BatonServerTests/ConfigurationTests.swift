@@ -1,0 +1,99 @@
+@testable import BatonServer
+import Configuration
+import Foundation
+import Logging
+import Testing
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    func configuration(_ values: [AbsoluteConfigKey: ConfigValue]) throws -> BatonConfiguration {
+        try BatonConfiguration(reader: ConfigReader(provider: InMemoryProvider(values: values)))
+    }
+
+    @Test("defaults: embedded database, loopback on 8080, 64 KiB bodies, JSON logs at info")
+    func defaults() throws {
+        let configuration = try configuration([:])
+        #expect(configuration.databaseURL == nil)
+        #expect(configuration.httpHost == "127.0.0.1")
+        #expect(configuration.httpPort == 8080)
+        #expect(configuration.bodyLimit == 65536)
+        #expect(configuration.flowsDirectory == "Flows")
+        #expect(configuration.logLevel == .info)
+        #expect(configuration.logFormat == .json)
+        #expect(configuration.migrateOnStart)
+        #expect(!configuration.diagnostics)
+    }
+
+    @Test("environment variables map to keys (DATABASE_URL → database.url, ...)")
+    func environment() throws {
+        let reader = ConfigReader(
+            provider: EnvironmentVariablesProvider(environmentVariables: [
+                "DATABASE_URL": "postgresql://u:p@db/app", "HTTP_PORT": "9090", "HTTP_HOST": "0.0.0.0",
+                "BATON_FLOWS_DIR": "/srv/flows", "LOG_LEVEL": "warn", "LOG_FORMAT": "logfmt", "BATON_SIGNING_KEYS": "k1:c2VjcmV0",
+                "DATABASE_POOL_SIZE": "20",
+            ]))
+        let configuration = try BatonConfiguration(reader: reader)
+        #expect(configuration.databaseURL == "postgresql://u:p@db/app")
+        #expect(configuration.httpPort == 9090)
+        #expect(configuration.httpHost == "0.0.0.0")
+        #expect(configuration.flowsDirectory == "/srv/flows")
+        #expect(configuration.logLevel == .warning)
+        #expect(configuration.logFormat == .logfmt)
+        #expect(configuration.signingKeys == "k1:c2VjcmV0")
+        #expect(configuration.poolSize == 20)
+    }
+
+    @Test("flags override the environment, which overrides the config file")
+    func layering() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("baton-\(UUID().uuidString).yaml")
+        try "http:\n  port: 7000\n  host: 10.0.0.1\nlog:\n  level: debug\n".write(to: file, atomically: true, encoding: .utf8)
+        let reader = try await BatonConfiguration.reader(
+            flags: ["http.port": ConfigValue(.int(7001), isSecret: false)], configFile: file.path)
+        let configuration = try BatonConfiguration(reader: reader)
+        #expect(configuration.httpPort == 7001)
+        #expect(configuration.httpHost == "10.0.0.1")
+        #expect(configuration.logLevel == .debug)
+    }
+
+    @Test("invalid values are refused with the key and the allowed values")
+    func invalid() throws {
+        let level = #expect(throws: BatonConfiguration.Error.self) { try configuration(["log.level": "loud"]) }
+        #expect(level?.description.contains("LOG_LEVEL") == true)
+        let format = #expect(throws: BatonConfiguration.Error.self) { try configuration(["log.format": "xml"]) }
+        #expect(format?.description.contains("json or logfmt") == true)
+        #expect(throws: BatonConfiguration.Error.self) { try configuration(["http.port": 70000]) }
+        #expect(throws: BatonConfiguration.Error.self) { try configuration(["database.pool.size": 0]) }
+        #expect(throws: BatonConfiguration.Error.self) { try configuration(["http.body.limit": 10]) }
+    }
+
+    @Test("a missing config file is an error, not silently ignored")
+    func missingFile() async throws {
+        await #expect(throws: BatonConfiguration.Error.self) {
+            _ = try await BatonConfiguration.reader(flags: [:], configFile: "/nonexistent/baton.yaml")
+        }
+    }
+}
+
+@Suite("Log lines")
+struct LogLineTests {
+    let date = Date(timeIntervalSince1970: 1_700_000_000.5)
+
+    @Test("JSON lines are single-line JSON objects with ts, level, msg and metadata")
+    func json() throws {
+        let line = BatonLogHandler.render(
+            format: .json, timestamp: date, level: .warning, label: "baton", message: "line one\nline \"two\"",
+            metadata: ["request_id": "abc", "count": .stringConvertible(3)])
+        #expect(!line.contains("\n"))
+        #expect(line.hasPrefix(#"{"ts":"2023-11-14T22:13:20.500Z","level":"warning","logger":"baton","msg":"line one\nline \"two\"""#))
+        #expect(line.contains(#""count":"3""#))
+        #expect(line.contains(#""request_id":"abc""#))
+    }
+
+    @Test("logfmt quotes and escapes values so one event stays one line")
+    func logfmt() throws {
+        let line = BatonLogHandler.render(
+            format: .logfmt, timestamp: date, level: .info, label: "baton", message: "hello world",
+            metadata: ["path": "/a b", "evil": "x\ny=1", "plain": "ok"])
+        #expect(line == #"ts=2023-11-14T22:13:20.500Z level=info logger=baton msg="hello world" evil="x\ny=1" path="/a b" plain=ok"#)
+    }
+}

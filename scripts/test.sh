@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against a real PostgreSQL (a throwaway cluster the tests start
+# themselves, or BATON_TEST_DATABASE_URL), installing what is missing first.
+#
+#   scripts/test.sh [extra swift test arguments, e.g. --filter Flows]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scripts/bootstrap.sh --test
+[ "$(uname)" = "Darwin" ] && export PKG_CONFIG_PATH="$(brew --prefix libpq)/lib/pkgconfig:${PKG_CONFIG_PATH:-}"
+export PATH="$root/.build/tools-venv/bin:$PATH"
+# The executable is built too: end-to-end tests run the real `baton` binary.
+swift build --build-tests
+swift test --skip-build "$@"
