@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
     ],
     targets: [
         // libpq, found through pkg-config.
@@ -58,12 +59,49 @@ let package = Package(
             dependencies: [.product(name: "OrderedCollections", package: "swift-collections")],
             swiftSettings: swiftSettings
         ),
+        // Flows: format, loader, linter, graph, templates and the pure state-machine step.
+        .target(
+            name: "BatonFlows",
+            dependencies: [
+                "BatonJSON",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Runs commands: payloads, sessions, the command log, effects in one transaction.
+        .target(
+            name: "BatonRuntime",
+            dependencies: [
+                "BatonFlows",
+                "BatonJSON",
+                "BatonPostgres",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The built-in flows' domain: playlists, favourites, shipments. Registers on the engine
+        // like any application would.
+        .target(
+            name: "BatonBuiltinFlows",
+            dependencies: [
+                "BatonFlows",
+                "BatonJSON",
+                "BatonPostgres",
+                "BatonRuntime",
+            ],
+            swiftSettings: swiftSettings
+        ),
         // HTTP: routes, middleware, configuration, metrics, lifecycle.
         .target(
             name: "BatonServer",
             dependencies: [
+                "BatonFlows",
                 "BatonJSON",
                 "BatonPostgres",
+                "BatonRuntime",
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -78,6 +116,10 @@ let package = Package(
         .executableTarget(
             name: "baton",
             dependencies: [
+                "BatonBuiltinFlows",
+                "BatonFlows",
+                "BatonJSON",
+                "BatonRuntime",
                 "BatonServer",
                 "BatonPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -90,8 +132,11 @@ let package = Package(
         .target(
             name: "BatonTestSupport",
             dependencies: [
+                "BatonFlows",
                 "BatonPostgres",
+                "BatonRuntime",
                 "BatonServer",
+                .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
@@ -101,6 +146,11 @@ let package = Package(
         .testTarget(
             name: "BatonPostgresTests",
             dependencies: ["BatonPostgres", "BatonTestSupport"],
+            swiftSettings: testSettings
+        ),
+        .testTarget(
+            name: "BatonFlowsTests",
+            dependencies: ["BatonFlows", "BatonJSON"],
             swiftSettings: testSettings
         ),
         .testTarget(

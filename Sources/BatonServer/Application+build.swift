@@ -1,5 +1,7 @@
+import BatonFlows
 import BatonJSON
 import BatonPostgres
+import BatonRuntime
 import Hummingbird
 import Logging
 import ServiceLifecycle
@@ -13,13 +15,19 @@ public struct BatonEnvironment: Sendable {
     public var logger: Logger
     /// Services that must outlive the HTTP server (stopped after it drains).
     public var services: [any Service]
+    /// Runs flows; nil serves only the operational endpoints.
+    public var runtime: FlowRuntime?
+    /// Verifies bearer tokens.
+    public var authenticator: BearerAuthenticator
     /// Every route the application registers (filled by ``buildApplication(_:)``).
     public let routes = RouteCatalog()
 
     public init(
         configuration: BatonConfiguration, pool: PostgresPool, migrator: Migrator, metrics: BatonMetrics, logger: Logger,
-        services: [any Service] = []
+        services: [any Service] = [], runtime: FlowRuntime? = nil, authenticator: BearerAuthenticator
     ) {
+        self.runtime = runtime
+        self.authenticator = authenticator
         self.configuration = configuration
         self.pool = pool
         self.migrator = migrator
@@ -52,6 +60,12 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     router.on(.get, "/openapi.json", catalog: catalog) { _, _ in
         Response.json(bytes: openAPI, headers: [.cacheControl: "public, max-age=300"])
     }
+    var services = environment.services
+    if let runtime = environment.runtime {
+        CommandController(runtime: runtime, authenticator: environment.authenticator).register(on: router, catalog: catalog)
+        environment.metrics.prepare(flows: runtime.bundle.flows.keys.sorted())
+        services.append(SessionExpiryService(runtime: runtime, interval: .seconds(60), logger: environment.logger))
+    }
     if environment.configuration.diagnostics {
         DiagnosticsController(pool: environment.pool).register(on: router, catalog: catalog)
     }
@@ -62,6 +76,6 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
         configuration: .init(
             address: .hostname(environment.configuration.httpHost, port: environment.configuration.httpPort),
             serverName: "Baton"),
-        services: environment.services,
+        services: services,
         logger: environment.logger)
 }

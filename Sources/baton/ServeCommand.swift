@@ -1,5 +1,7 @@
 import ArgumentParser
+import BatonFlows
 import BatonPostgres
+import BatonRuntime
 import BatonServer
 import Configuration
 import Foundation
@@ -61,13 +63,69 @@ struct ServeCommand: AsyncParsableCommand {
             fail("\(error)")
         }
 
+        // Flows: loaded and linted before anything listens; a broken flow stops the start.
+        let registry = applicationRegistry()
+        let bundle = FlowBundle.load(
+            directory: URL(fileURLWithPath: configuration.flowsDirectory).standardizedFileURL, catalog: registry.catalog)
+        for diagnostic in bundle.diagnostics where diagnostic.severity == .warning {
+            logger.warning("flow lint", metadata: ["diagnostic": .string(diagnostic.description)])
+        }
+        if bundle.diagnostics.hasErrors {
+            await pool.close()
+            try? database.embedded?.stop()
+            let errors = bundle.diagnostics.filter { $0.severity == .error }
+            fail("the flows in \(configuration.flowsDirectory) have \(errors.count) error(s); not starting:\n" + errors.map(\.description).joined(separator: "\n"))
+        }
+        let runtime: FlowRuntime
+        let authenticator: BearerAuthenticator
+        do {
+            let signer = try signingKeys(configuration, embedded: database.embedded != nil, logger: logger)
+            authenticator = try await BearerAuthenticator(
+                hs256Secret: configuration.jwtHS256Secret, publicKeys: configuration.jwtPublicKeys,
+                issuer: configuration.jwtIssuer, audience: configuration.jwtAudience)
+            if !authenticator.isConfigured {
+                logger.warning("no bearer-token keys configured (BATON_JWT_HS256_SECRET / BATON_JWT_PUBLIC_KEYS): only device flows work")
+            }
+            runtime = FlowRuntime(
+                bundle: bundle, registry: registry, pool: pool, signer: signer, metrics: metrics, logger: logger)
+            try await runtime.publishDefinitions()
+        } catch {
+            await pool.close()
+            try? database.embedded?.stop()
+            fail("\(error)")
+        }
+        logger.info("flows loaded", metadata: ["flows": .string(bundle.flows.keys.sorted().joined(separator: ","))])
+
         let app = buildApplication(
             BatonEnvironment(
                 configuration: configuration, pool: pool, migrator: migrator, metrics: metrics, logger: logger,
-                services: [DatabaseService(pool: pool, embedded: database.embedded, logger: logger)]))
+                services: [DatabaseService(pool: pool, embedded: database.embedded, logger: logger)],
+                runtime: runtime, authenticator: authenticator))
         logger.info(
             "listening",
             metadata: ["address": .string("http://\(configuration.httpHost):\(configuration.httpPort)")])
         try await app.runService()
     }
+}
+
+/// The payload signing keys: `BATON_SIGNING_KEYS`, or — for the embedded development
+/// database only — a key generated once and kept in the data directory.
+func signingKeys(_ configuration: BatonConfiguration, embedded: Bool, logger: Logger) throws -> PayloadSigner {
+    if let keys = configuration.signingKeys, !keys.isEmpty { return try PayloadSigner(configuration: keys) }
+    guard embedded else {
+        throw PayloadSigner.KeyError(
+            description: "BATON_SIGNING_KEYS is required with DATABASE_URL: every replica must sign and verify with the same keys (see docs/operations.md)")
+    }
+    let file = URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("signing-key")
+    if let text = try? String(contentsOf: file, encoding: .utf8) {
+        return try PayloadSigner(configuration: text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+    var bytes = [UInt8](repeating: 0, count: 32)
+    var generator = SystemRandomNumberGenerator()
+    for index in bytes.indices { bytes[index] = UInt8.random(in: .min ... .max, using: &generator) }
+    let line = "local:" + Data(bytes).base64EncodedString()
+    try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+    FileManager.default.createFile(atPath: file.path, contents: Data(line.utf8), attributes: [.posixPermissions: 0o600])
+    logger.notice("generated a development signing key", metadata: ["file": .string(file.path)])
+    return try PayloadSigner(configuration: line)
 }

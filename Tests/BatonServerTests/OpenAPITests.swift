@@ -33,7 +33,7 @@ struct OpenAPITests {
 
     @Test("every route the server registers is described, and nothing described is missing")
     func routesDocumented() async throws {
-        let environment = try await TestApplication.environment { $0.diagnostics = false }
+        let environment = try await TestApplication.environment(configure: { $0.diagnostics = false })
         let app = buildApplication(environment)
         let body = try await app.test(.router) { client in
             try await client.execute(uri: "/openapi.json", method: .get) { $0.text }

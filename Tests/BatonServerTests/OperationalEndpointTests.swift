@@ -90,7 +90,7 @@ struct OperationalEndpointTests {
 
     @Test("a body over the limit is 413 body_too_large")
     func bodyLimit() async throws {
-        let app = buildApplication(try await TestApplication.environment { $0.bodyLimit = 2048 })
+        let app = buildApplication(try await TestApplication.environment(configure: { $0.bodyLimit = 2048 }))
         try await app.test(.router) { client in
             try await client.execute(
                 uri: "/diagnostics/probe/s", method: .post, body: ByteBuffer(repeating: 0x41, count: 4096)
@@ -137,7 +137,7 @@ struct OperationalEndpointTests {
 
     @Test("diagnostics endpoints do not exist unless enabled")
     func diagnosticsOff() async throws {
-        let app = buildApplication(try await TestApplication.environment { $0.diagnostics = false })
+        let app = buildApplication(try await TestApplication.environment(configure: { $0.diagnostics = false }))
         try await app.test(.router) { client in
             try await client.execute(uri: "/diagnostics/probe/s1", method: .post) { response in
                 #expect(response.status == .notFound)

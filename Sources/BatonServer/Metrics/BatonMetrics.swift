@@ -1,4 +1,6 @@
+import BatonFlows
 import BatonPostgres
+import BatonRuntime
 import Prometheus
 import Synchronization
 
@@ -29,6 +31,10 @@ public final class BatonMetrics: Sendable {
         static var poolOpened: Family { Family(namespace: "baton", metricName: "db_pool_connections_opened", unitName: "total", helpText: "Database connections opened, replacements included.") }
         static var poolDiscarded: Family { Family(namespace: "baton", metricName: "db_pool_connections_discarded", unitName: "total", helpText: "Database connections found broken and discarded.") }
         static var poolTimeouts: Family { Family(namespace: "baton", metricName: "db_pool_acquire_timeouts", unitName: "total", helpText: "Checkouts that gave up waiting for a free database connection.") }
+        static var commands: Family { Family(namespace: "baton", metricName: "commands", unitName: "total", helpText: "Commands answered, by flow and outcome (done, refresh, input, screen, error, replayed, stale, invalid).") }
+        static var commandDuration: Family { Family(namespace: "baton", metricName: "command_duration", unitName: "seconds", helpText: "Time to answer a command, by flow: payload check, transaction, effects, encoding.") }
+        static var sessionsStarted: Family { Family(namespace: "baton", metricName: "flow_sessions_started", unitName: "total", helpText: "Flow sessions started, by flow.") }
+        static var sessionsFinished: Family { Family(namespace: "baton", metricName: "flow_sessions_finished", unitName: "total", helpText: "Flow sessions ended, by flow and result (completed, cancelled, expired).") }
         static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
     }
 
@@ -100,6 +106,15 @@ public final class BatonMetrics: Sendable {
         advance(Families.poolTimeouts, statistics.acquireTimeouts, previous?.acquireTimeouts)
     }
 
+    // MARK: - Flows
+
+    private struct CommandSeriesKey: Hashable {
+        var flow: String
+        var outcome: CommandOutcome
+    }
+    private let commandSeries = Mutex<[CommandSeriesKey: Counter]>([:])
+    private let commandDurations = Mutex<[String: DurationHistogram]>([:])
+
     // MARK: - Build
 
     /// Publishes `baton_build_info{version,commit} 1`.
@@ -109,4 +124,47 @@ public final class BatonMetrics: Sendable {
 
     /// The Prometheus text exposition of every metric.
     public func render() -> [UInt8] { registry.emitToBuffer() }
+}
+
+extension BatonMetrics: RuntimeMetrics {
+    public func commandFinished(flow: String, outcome: CommandOutcome, duration: Duration) {
+        let key = CommandSeriesKey(flow: flow, outcome: outcome)
+        let counter = commandSeries.withLock { cache in
+            if let counter = cache[key] { return counter }
+            let counter = registry.makeCounter(descriptor: Families.commands, labels: [("flow", flow), ("outcome", outcome.rawValue)])
+            cache[key] = counter
+            return counter
+        }
+        counter.increment()
+        let histogram = commandDurations.withLock { cache in
+            if let histogram = cache[flow] { return histogram }
+            let histogram = registry.makeDurationHistogram(
+                descriptor: Families.commandDuration, labels: [("flow", flow)], buckets: Self.latencyBuckets)
+            cache[flow] = histogram
+            return histogram
+        }
+        histogram.record(duration)
+    }
+
+    public func sessionStarted(flow: String) {
+        registry.makeCounter(descriptor: Families.sessionsStarted, labels: [("flow", flow)]).increment()
+    }
+
+    public func sessionFinished(flow: String, result: SessionResult) {
+        registry.makeCounter(descriptor: Families.sessionsFinished, labels: [("flow", flow), ("result", result.rawValue)]).increment()
+    }
+
+    /// Creates every series a flow will use at zero, so dashboards and rates see them before
+    /// the first command.
+    public func prepare(flows: [String]) {
+        for flow in flows {
+            for outcome in CommandOutcome.allCases {
+                _ = registry.makeCounter(descriptor: Families.commands, labels: [("flow", flow), ("outcome", outcome.rawValue)])
+            }
+            _ = registry.makeCounter(descriptor: Families.sessionsStarted, labels: [("flow", flow)])
+            for result in SessionResult.allCases {
+                _ = registry.makeCounter(descriptor: Families.sessionsFinished, labels: [("flow", flow), ("result", result.rawValue)])
+            }
+        }
+    }
 }

@@ -1,0 +1,8 @@
+import BatonRuntime
+
+/// The flows Baton ships with — favouriting, playlist editing, Scan & Go — registered the way
+/// any application registers its own effects, guards and loaders.
+public enum BuiltinFlows {
+    /// Registers every built-in effect, guard and loader.
+    public static func register(into registry: inout FlowRegistry) {}
+}

@@ -1,0 +1,448 @@
+import BatonJSON
+import Foundation
+
+/// Where a session stands between commands: its state and the values its templates see.
+public struct FlowSessionState: Sendable, Equatable {
+    /// The current state.
+    public var state: String
+    /// `params`, the last `input`, the last effect `result`, and bookkeeping (offered choices).
+    public var context: JSONObject
+
+    public init(state: String, context: JSONObject) {
+        self.state = state
+        self.context = context
+    }
+}
+
+/// A command's input, as the client sent it (`{"text": …}`, `{"choice": …}`,
+/// `{"choices": […]}` or `{"barcode": …}`).
+public struct CommandInput: Sendable, Equatable {
+    public var text: String?
+    public var choice: String?
+    public var choices: [String]?
+    public var barcode: String?
+
+    public init(text: String? = nil, choice: String? = nil, choices: [String]? = nil, barcode: String? = nil) {
+        self.text = text
+        self.choice = choice
+        self.choices = choices
+        self.barcode = barcode
+    }
+
+    public static let none = CommandInput()
+
+    var jsonValue: JSONObject {
+        var object = JSONObject()
+        if let text { object["text"] = .string(text) }
+        if let choice { object["choice"] = .string(choice) }
+        if let choices { object["choices"] = .array(choices.map(JSONValue.string)) }
+        if let barcode { object["barcode"] = .string(barcode) }
+        return object
+    }
+}
+
+/// What a state answers, before actions are signed and the screen is fitted to the client.
+public enum FlowReply: Sendable, Equatable {
+    case done(message: String?, refresh: DoneSpec.Refresh)
+    case refresh
+    case input(RenderedInput)
+    /// A component screen; command actions carry `event`, start actions `flow` and `params`.
+    case screen(presentation: ScreenSpec.Presentation, screen: JSONValue)
+    case error(message: String, retry: ErrorSpec.Retry?)
+}
+
+/// An input request with every template filled in.
+public struct RenderedInput: Sendable, Equatable {
+    public var title: String
+    public var message: String?
+    public var error: String?
+    public var kind: InputSpec.Kind
+    public var placeholder: String?
+    public var value: String?
+    public var minLength: Int?
+    public var maxLength: Int?
+    public var options: [(id: String, title: String, subtitle: String?)]
+    public var multiple: Bool
+    public var submitTitle: String
+    public var cancelTitle: String?
+
+    public static func == (a: RenderedInput, b: RenderedInput) -> Bool {
+        a.title == b.title && a.message == b.message && a.error == b.error && a.kind == b.kind
+            && a.placeholder == b.placeholder && a.value == b.value && a.minLength == b.minLength
+            && a.maxLength == b.maxLength && a.multiple == b.multiple && a.submitTitle == b.submitTitle
+            && a.cancelTitle == b.cancelTitle && a.options.count == b.options.count
+            && zip(a.options, b.options).allSatisfy { $0.id == $1.id && $0.title == $1.title && $0.subtitle == $1.subtitle }
+    }
+}
+
+/// The result of one step: the session's next state, whether it ended, and the answer.
+public struct FlowStep: Sendable {
+    public var session: FlowSessionState
+    /// Set when the session ended with this step.
+    public var finished: SessionResult?
+    public var reply: FlowReply
+    /// The effects that ran, in order (for logs and tests).
+    public var effects: [String]
+}
+
+/// Problems that stop a command before any answer: bad parameters or input the client could
+/// not legitimately send, or a flow that cannot go on (a definition bug the linter missed).
+public struct FlowEngineError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable { case invalidParameters, invalidEvent, definition }
+    public var kind: Kind
+    public var message: String
+    public var description: String { message }
+
+    public init(kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
+}
+
+/// The state machine. Given a flow, where a session stands, and an event with its input, it
+/// decides the next state and renders its answer. Effects, guards and loaders run through
+/// the ``FlowHost``; the engine itself touches nothing outside its arguments.
+public struct FlowEngine: Sendable {
+    public var flow: FlowDefinition
+    public var screens: [String: ScreenTemplate]
+    /// How many action states one command may pass through (a loop guard).
+    public static let maxHops = 32
+
+    public init(flow: FlowDefinition, screens: [String: ScreenTemplate] = [:]) {
+        self.flow = flow
+        self.screens = screens
+    }
+
+    /// Starts a session: checks the parameters, enters the start state, answers.
+    public func start(parameters: JSONObject, host: some FlowHost, call: FlowCall) throws -> FlowStep {
+        if let problem = ParameterCheck.problem(parameters, specs: flow.parameters) {
+            throw FlowEngineError(kind: .invalidParameters, message: "flow '\(flow.name)': \(problem)")
+        }
+        var run = Run(engine: self, host: host, call: call, context: ["params": .object(parameters)])
+        return try run.enter(flow.start, hops: 0)
+    }
+
+    /// Handles `event` for a session in `session`.
+    public func handle(event: String, input: CommandInput, session: FlowSessionState, host: some FlowHost, call: FlowCall) throws
+        -> FlowStep
+    {
+        guard let state = flow.states[session.state] else {
+            throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' has no state '\(session.state)'")
+        }
+        guard state.emittedEvents.contains(event) || state.handlers[event] != nil else {
+            throw FlowEngineError(kind: .invalidEvent, message: "state '\(state.name)' does not accept event '\(event)'")
+        }
+        var run = Run(engine: self, host: host, call: call, context: session.context)
+        run.context["error"] = nil
+        return try run.handle(event: event, input: input, in: state)
+    }
+
+    /// Renders the current state's answer again (after an expired payload was refreshed, or to
+    /// show a state without an event).
+    public func render(session: FlowSessionState, host: some FlowHost, call: FlowCall) throws -> FlowStep {
+        var run = Run(engine: self, host: host, call: call, context: session.context)
+        guard let state = flow.states[session.state] else {
+            throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' has no state '\(session.state)'")
+        }
+        return try run.answer(state)
+    }
+}
+
+/// One command's walk through the machine.
+private struct Run<Host: FlowHost> {
+    let engine: FlowEngine
+    let host: Host
+    let call: FlowCall
+    var context: JSONObject
+    var effects: [String] = []
+
+    var flow: FlowDefinition { engine.flow }
+
+    var scope: TemplateScope {
+        TemplateScope([
+            "params": context["params"] ?? [:], "input": context["input"] ?? [:], "inputs": context["inputs"] ?? [:],
+            "result": context["result"] ?? .null,
+            "error": context["error"] ?? .null, "subject": call.subject.jsonValue, "data": context["data"] ?? [:],
+        ])
+    }
+
+    mutating func handle(event: String, input: CommandInput, in state: FlowState) throws -> FlowStep {
+        // An input state validates its own submission; cancel needs no input.
+        var inputValue = input.jsonValue
+        if case .input(let spec) = state.response, event == "submit" {
+            switch validateInputState(spec, input) {
+            case .failure(let problem):
+                return try stay(in: state, error: problem.message, typed: input.text ?? input.barcode)
+            case .success(let value):
+                inputValue = value
+            }
+        }
+        context["input"] = .object(inputValue)
+        // Every state's last accepted input stays readable later as {{inputs.<state>.…}}.
+        var inputs = context["inputs"]?.objectValue ?? [:]
+        inputs[state.name] = .object(inputValue)
+        context["inputs"] = .object(inputs)
+        guard let transition = state.handlers[event] else {
+            throw FlowEngineError(kind: .definition, message: "state '\(state.name)' has no handler for '\(event)'")
+        }
+        return try follow(transition, from: state, hops: 0, typed: input.text ?? input.barcode)
+    }
+
+    /// Applies a transition: validation, guard, match, effect, target.
+    mutating func follow(_ transition: Transition, from state: FlowState, hops: Int, typed: String?) throws -> FlowStep {
+        if let validation = transition.input {
+            var current = context["input"]?.objectValue ?? [:]
+            switch InputCheck.validate(validation, input: current, scope: scope) {
+            case .failure(let problem): return try stay(in: state, error: problem.message, typed: typed)
+            case .success(let value):
+                current["value"] = .string(value)
+                context["input"] = .object(current)
+                var inputs = context["inputs"]?.objectValue ?? [:]
+                inputs[state.name] = .object(current)
+                context["inputs"] = .object(inputs)
+            }
+        }
+        if let guardCall = transition.guardCall {
+            let allowed = try host.runGuard(guardCall.name, arguments: guardCall.renderArguments(scope), call: call)
+            if !allowed {
+                return try land(transition.guardElse ?? .stay(error: .literal("This action isn't available."), transition.location),
+                    from: state, hops: hops, typed: typed)
+            }
+        }
+        if let match = transition.match {
+            let value = match.render(scope)
+            if let chosen = transition.cases.first(where: { $0.value == value })?.transition {
+                return try follow(chosen, from: state, hops: hops, typed: typed)
+            }
+            if let otherwise = transition.otherwise {
+                return try follow(otherwise.value, from: state, hops: hops, typed: typed)
+            }
+            return try stay(in: state, error: "That choice isn't available.", typed: typed)
+        }
+        if let effect = transition.effect {
+            let result = try host.runEffect(effect.name, arguments: effect.renderArguments(scope), call: call)
+            effects.append(effect.name)
+            context["result"] = result.data
+            if let target = transition.outcomes.first(where: { $0.outcome == result.outcome })?.target ?? transition.to {
+                return try land(target, from: state, hops: hops, typed: typed)
+            }
+            throw FlowEngineError(
+                kind: .definition,
+                message: "flow '\(flow.name)': effect '\(effect.name)' returned outcome '\(result.outcome)', which no transition handles")
+        }
+        guard let target = transition.to else {
+            throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)': a transition of '\(state.name)' goes nowhere")
+        }
+        return try land(target, from: state, hops: hops, typed: typed)
+    }
+
+    mutating func land(_ target: Target, from state: FlowState, hops: Int, typed: String?) throws -> FlowStep {
+        switch target {
+        case .state(let name, _):
+            return try enter(name, hops: hops + 1)
+        case .stay(let message, _):
+            return try stay(in: state, error: message.render(scope), typed: typed)
+        }
+    }
+
+    /// Enters a state: action states run straight on; others answer.
+    mutating func enter(_ name: String, hops: Int) throws -> FlowStep {
+        guard hops <= FlowEngine.maxHops else {
+            throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' passed through more than \(FlowEngine.maxHops) action states in one step (a loop?)")
+        }
+        guard let state = flow.states[name] else {
+            throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' has no state '\(name)'")
+        }
+        context["error"] = nil
+        if case .action(let transition) = state.response {
+            return try follow(transition, from: state, hops: hops, typed: nil)
+        }
+        return try answer(state)
+    }
+
+    /// Stays in `state` and answers again with an error message.
+    mutating func stay(in state: FlowState, error: String, typed: String?) throws -> FlowStep {
+        context["error"] = .string(error)
+        var step = try answer(state)
+        if case .input(var input) = step.reply {
+            input.error = error
+            if let typed, input.kind == .text { input.value = typed }
+            step.reply = .input(input)
+        }
+        return step
+    }
+
+    /// Renders a state's answer.
+    mutating func answer(_ state: FlowState) throws -> FlowStep {
+        var data = JSONObject()
+        for load in state.loads {
+            data[load.name] = try host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
+        }
+        context["data"] = .object(data)
+        defer { context["data"] = nil }
+        let scope = self.scope
+        let reply: FlowReply
+        switch state.response {
+        case .input(let spec):
+            var options: [(id: String, title: String, subtitle: String?)] = []
+            if let source = spec.optionsFrom {
+                let items = try host.runLoader(
+                    source.loader.call.name, arguments: source.loader.call.renderArguments(scope), call: call)
+                for item in items.arrayValue ?? [] {
+                    let itemScope = scope.with("item", item)
+                    options.append((source.id.render(itemScope), source.title.render(itemScope), source.subtitle?.render(itemScope)))
+                }
+            }
+            for option in spec.options {
+                options.append((option.id.render(scope), option.title.render(scope), option.subtitle?.render(scope)))
+            }
+            if spec.kind == .choice { context["offered"] = .array(options.map { .string($0.id) }) }
+            reply = .input(
+                RenderedInput(
+                    title: spec.title.render(scope), message: spec.message?.render(scope).nilIfEmpty,
+                    error: context["error"]?.stringValue, kind: spec.kind, placeholder: spec.placeholder?.render(scope),
+                    value: spec.value?.render(scope), minLength: spec.validation.minLength,
+                    maxLength: spec.validation.maxLength, options: options, multiple: spec.multiple,
+                    submitTitle: spec.submitTitle.render(scope), cancelTitle: spec.cancelTitle?.render(scope)))
+        case .screen(let spec):
+            reply = .screen(presentation: spec.presentation, screen: try renderScreen(spec, scope: scope))
+        case .done(let spec):
+            reply = .done(message: spec.message?.render(scope).nilIfEmpty, refresh: spec.refresh)
+        case .refresh:
+            reply = .refresh
+        case .error(let spec):
+            reply = .error(message: spec.message.render(scope), retry: spec.retry)
+        case .action:
+            throw FlowEngineError(kind: .definition, message: "action state '\(state.name)' has no answer")
+        }
+        let persisted = context.filter { $0.key != "data" }
+        return FlowStep(
+            session: FlowSessionState(state: state.name, context: persisted),
+            finished: state.isTerminal ? state.sessionResult : nil, reply: reply, effects: effects)
+    }
+
+    func renderScreen(_ spec: ScreenSpec, scope: TemplateScope) throws -> JSONValue {
+        if let inline = spec.inline {
+            return ScreenRendering.finish(inline.render(scope) ?? [:])
+        }
+        guard let name = spec.templateName, let template = engine.screens[name] else {
+            throw FlowEngineError(kind: .definition, message: "screen template '\(spec.templateName ?? "?")' is not loaded")
+        }
+        var parameters = JSONObject()
+        for (key, value) in spec.templateParams { parameters[key] = value.render(scope) ?? .null }
+        return try ScreenRendering.render(template, parameters: parameters, host: host, call: call, error: context["error"])
+    }
+
+    func validateInputState(_ spec: InputSpec, _ input: CommandInput) -> Result<JSONObject, InputProblem> {
+        var value = input.jsonValue
+        switch spec.kind {
+        case .text:
+            switch InputCheck.validate(spec.validation, input: value, scope: scope) {
+            case .failure(let problem): return .failure(problem)
+            case .success(let text):
+                value["text"] = .string(text)
+                value["value"] = .string(text)
+            }
+        case .choice:
+            let offered = Set((context["offered"]?.arrayValue ?? []).compactMap(\.stringValue))
+            if spec.multiple {
+                guard let choices = input.choices ?? input.choice.map({ [$0] }), !choices.isEmpty else {
+                    return .failure(InputProblem(message: "Choose at least one option."))
+                }
+                guard choices.allSatisfy(offered.contains), Set(choices).count == choices.count else {
+                    return .failure(InputProblem(message: "That choice isn't available any more."))
+                }
+                value["choices"] = .array(choices.map(JSONValue.string))
+                value["value"] = .array(choices.map(JSONValue.string))
+            } else {
+                guard let choice = input.choice else { return .failure(InputProblem(message: "Choose an option.")) }
+                guard offered.contains(choice) else { return .failure(InputProblem(message: "That choice isn't available any more.")) }
+                value["value"] = .string(choice)
+            }
+        }
+        return .success(value)
+    }
+}
+
+/// Why input was refused (the message is shown to the user).
+public struct InputProblem: Error, Sendable {
+    public var message: String
+}
+
+extension Result where Failure == InputProblem {
+    fileprivate static func failure(_ message: String) -> Result { .failure(InputProblem(message: message)) }
+}
+
+/// Text normalisation and checks shared by input states and screen events.
+public enum InputCheck {
+    /// Default upper bound when a text input sets none: keeps rows and responses sane.
+    public static let defaultMaxLength = 1000
+
+    /// Picks the first accepted member of the input, normalises it and checks it. Returns
+    /// the normalised value or a message for the user.
+    public static func validate(_ rules: InputValidation, input: JSONObject, scope: TemplateScope) -> Result<String, InputProblem> {
+        var raw: String?
+        for member in rules.accept {
+            if let text = input[member]?.stringValue {
+                raw = text
+                break
+            }
+        }
+        guard var text = raw else {
+            if rules.required { return .failure(InputProblem(message: "Please enter a value.")) }
+            return .success("")
+        }
+        if rules.trim { text = text.trimmingCharacters(in: .whitespacesAndNewlines) }
+        if rules.uppercase { text = text.uppercased() }
+        if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            return .failure(InputProblem(message: "Line breaks, tabs and other control characters aren't allowed here."))
+        }
+        let length = text.count
+        if rules.required, length == 0 {
+            return .failure(InputProblem(message: "Please enter a value."))
+        }
+        if let minimum = rules.minLength, length < minimum {
+            return .failure(InputProblem(message: minimum == 1 ? "Please enter a value." : "Use at least \(minimum) characters."))
+        }
+        let maximum = rules.maxLength ?? defaultMaxLength
+        if length > maximum {
+            return .failure(InputProblem(message: "Use at most \(maximum) characters (this has \(length))."))
+        }
+        if let pattern = rules.pattern, !PatternCache.wholeMatch(pattern, text) {
+            let message = rules.patternMessage?.render(scope.with("input", .object(["value": .string(text)])))
+            return .failure(InputProblem(message: message?.nilIfEmpty ?? "That doesn't look right."))
+        }
+        return .success(text)
+    }
+}
+
+/// Rendering of screen templates (shared by flows and `GET /v{N}/screens`).
+public enum ScreenRendering {
+    /// Renders a template with parameters: checks them, runs its loaders, fills the tree.
+    public static func render(
+        _ template: ScreenTemplate, parameters: JSONObject, host: some FlowHost, call: FlowCall, error: JSONValue? = nil
+    ) throws -> JSONValue {
+        if let problem = ParameterCheck.problem(parameters, specs: template.parameters) {
+            throw FlowEngineError(kind: .invalidParameters, message: "screen '\(template.name)': \(problem)")
+        }
+        var scope = TemplateScope(["params": .object(parameters), "subject": call.subject.jsonValue, "error": error ?? .null])
+        var data = JSONObject()
+        for load in template.loads {
+            data[load.name] = try host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
+        }
+        scope.values["data"] = .object(data)
+        return finish(template.content.render(scope) ?? [:])
+    }
+
+    /// Marks the rendered tree as a `componentScreen`.
+    static func finish(_ content: JSONValue) -> JSONValue {
+        guard case .object(let object) = content else { return content }
+        var screen: JSONObject = ["type": "componentScreen"]
+        for (key, value) in object where key != "type" { screen[key] = value }
+        return .object(screen)
+    }
+}
+
+extension String {
+    var nilIfEmpty: String? { isEmpty ? nil : self }
+}

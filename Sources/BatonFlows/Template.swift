@@ -1,0 +1,319 @@
+import BatonJSON
+import Foundation
+
+/// Text with `{{name.path}}` references, parsed once when a flow loads.
+///
+/// References are dotted paths into the values a flow can see (`params.playlist`,
+/// `input.text`, `result.name`, `data.playlist.title`, `item.id`, `subject.id`, `error`). There
+/// are no operators, calls or filters: Baton templates interpolate, they do not compute.
+public struct TemplateString: Sendable, Hashable {
+    public enum Segment: Sendable, Hashable {
+        case literal(String)
+        case reference([String])
+    }
+
+    public var segments: [Segment]
+    /// Where the template was written (not part of its identity).
+    public var location: SourceLocation?
+
+    public static func == (a: TemplateString, b: TemplateString) -> Bool { a.segments == b.segments }
+    public func hash(into hasher: inout Hasher) { hasher.combine(segments) }
+
+    public init(segments: [Segment], location: SourceLocation? = nil) {
+        self.segments = segments
+        self.location = location
+    }
+
+    /// Parses `text`; throws a message for an unterminated or malformed reference.
+    public init(parsing text: String, location: SourceLocation? = nil) throws(TemplateError) {
+        var segments: [Segment] = []
+        var rest = Substring(text)
+        while let open = rest.range(of: "{{") {
+            if open.lowerBound > rest.startIndex { segments.append(.literal(String(rest[rest.startIndex..<open.lowerBound]))) }
+            let afterOpen = rest[open.upperBound...]
+            guard let close = afterOpen.range(of: "}}") else {
+                throw TemplateError(message: "'{{' without a closing '}}'")
+            }
+            let expression = afterOpen[afterOpen.startIndex..<close.lowerBound].trimmingSpaces
+            let path = expression.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard !expression.isEmpty,
+                path.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" } })
+            else {
+                throw TemplateError(
+                    message: "'{{\(expression)}}' is not a reference; write a dotted name such as {{input.text}} (templates have no expressions)")
+            }
+            segments.append(.reference(path))
+            rest = afterOpen[close.upperBound...]
+        }
+        if !rest.isEmpty { segments.append(.literal(String(rest))) }
+        self.segments = segments
+        self.location = location
+    }
+
+    /// A template of plain text.
+    public static func literal(_ text: String) -> TemplateString { TemplateString(segments: text.isEmpty ? [] : [.literal(text)]) }
+
+    /// Every reference path in the template.
+    public var references: [[String]] {
+        segments.compactMap { if case .reference(let path) = $0 { path } else { nil } }
+    }
+
+    /// Whether the template has no references.
+    public var isLiteral: Bool { references.isEmpty }
+
+    /// The text with references replaced by their values (missing values become empty).
+    public func render(_ scope: TemplateScope) -> String {
+        if segments.count == 1, case .literal(let text) = segments[0] { return text }
+        var output = ""
+        for segment in segments {
+            switch segment {
+            case .literal(let text): output += text
+            case .reference(let path): output += scope.lookup(path)?.interpolationText ?? ""
+            }
+        }
+        return output
+    }
+
+    /// Like ``render(_:)``, but a template that is exactly one reference keeps the referenced
+    /// value's JSON type (a number stays a number, an object an object).
+    public func value(_ scope: TemplateScope) -> JSONValue {
+        if segments.count == 1, case .reference(let path) = segments[0] { return scope.lookup(path) ?? .null }
+        return .string(render(scope))
+    }
+}
+
+/// Why a template could not be parsed.
+public struct TemplateError: Error, Sendable {
+    public var message: String
+}
+
+/// The values templates can reference, by top-level name.
+public struct TemplateScope: Sendable {
+    public var values: [String: JSONValue]
+
+    public init(_ values: [String: JSONValue] = [:]) {
+        self.values = values
+    }
+
+    public func lookup(_ path: [String]) -> JSONValue? {
+        guard let first = path.first, var current = values[first] else { return nil }
+        for part in path.dropFirst() {
+            switch current {
+            case .object(let object):
+                guard let next = object[part] else { return nil }
+                current = next
+            case .array(let array):
+                guard let index = Int(part), array.indices.contains(index) else { return nil }
+                current = array[index]
+            default:
+                return nil
+            }
+        }
+        return current
+    }
+
+    /// A scope with one more (or a replaced) top-level value.
+    public func with(_ name: String, _ value: JSONValue) -> TemplateScope {
+        var copy = self
+        copy.values[name] = value
+        return copy
+    }
+}
+
+extension Substring {
+    fileprivate var trimmingSpaces: Substring {
+        var text = self
+        while text.first == " " { text = text.dropFirst() }
+        while text.last == " " { text = text.dropLast() }
+        return text
+    }
+}
+
+/// A JSON tree whose strings may hold references, with two structural keys on mappings:
+/// `when: "{{ref}}"` keeps the mapping only if the reference is truthy (non-empty text, a
+/// non-zero number, `true`, a non-empty list or object; `when: "!{{ref}}"` inverts), and
+/// `each: "{{ref}}"` repeats it once per element of a list, with the element as `item` (and
+/// its position as `index`). Used for screens and for effect arguments.
+public indirect enum JSONTemplate: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case int(Int)
+    case double(Double)
+    case text(TemplateString)
+    case array([JSONTemplate])
+    case object([(String, JSONTemplate)], when: Condition?, each: [String]?, location: SourceLocation?)
+
+    /// A `when:` condition.
+    public struct Condition: Sendable, Hashable {
+        public var path: [String]
+        public var negated: Bool
+    }
+
+    public static func == (a: JSONTemplate, b: JSONTemplate) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.int(let x), .int(let y)): return x == y
+        case (.double(let x), .double(let y)): return x == y
+        case (.text(let x), .text(let y)): return x == y
+        case (.array(let x), .array(let y)): return x == y
+        case (.object(let x, let wx, let ex, _), .object(let y, let wy, let ey, _)):
+            return wx == wy && ex == ey && x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let value): hasher.combine(value)
+        case .int(let value): hasher.combine(value)
+        case .double(let value): hasher.combine(value)
+        case .text(let value): hasher.combine(value)
+        case .array(let values): hasher.combine(values)
+        case .object(let pairs, let when, let each, _):
+            for (key, value) in pairs {
+                hasher.combine(key)
+                hasher.combine(value)
+            }
+            hasher.combine(when)
+            hasher.combine(each)
+        }
+    }
+
+    /// Builds a template from YAML, collecting template syntax errors.
+    public static func from(_ node: SourceNode, diagnostics: inout [Diagnostic]) -> JSONTemplate {
+        switch node {
+        case .scalar(let scalar):
+            let value = scalar.jsonValue
+            switch value {
+            case .null: return .null
+            case .bool(let flag): return .bool(flag)
+            case .int(let number): return .int(number)
+            case .double(let number): return .double(number)
+            default:
+                do {
+                    return .text(try TemplateString(parsing: scalar.text, location: scalar.location))
+                } catch {
+                    diagnostics.append(.error(error.message, at: scalar.location))
+                    return .text(.literal(scalar.text))
+                }
+            }
+        case .sequence(let items, _):
+            return .array(items.map { from($0, diagnostics: &diagnostics) })
+        case .mapping(let pairs, let location):
+            var members: [(String, JSONTemplate)] = []
+            var when: Condition?
+            var each: [String]?
+            for (key, value) in pairs {
+                switch key.text {
+                case "when":
+                    when = condition(value, diagnostics: &diagnostics)
+                case "each":
+                    if let parsed = condition(value, diagnostics: &diagnostics) {
+                        if parsed.negated { diagnostics.append(.error("'each' takes a reference to a list, not a negation", at: value.location)) }
+                        each = parsed.path
+                    }
+                default:
+                    members.append((key.text, from(value, diagnostics: &diagnostics)))
+                }
+            }
+            return .object(members, when: when, each: each, location: location)
+        }
+    }
+
+    private static func condition(_ node: SourceNode, diagnostics: inout [Diagnostic]) -> Condition? {
+        guard case .scalar(let scalar) = node else {
+            diagnostics.append(.error("expected a reference such as \"{{data.items}}\", found \(node.kindDescription)", at: node.location))
+            return nil
+        }
+        var text = Substring(scalar.text)
+        var negated = false
+        if text.hasPrefix("!") {
+            negated = true
+            text = text.dropFirst()
+        }
+        guard let template = try? TemplateString(parsing: String(text)), template.segments.count == 1,
+            case .reference(let path) = template.segments[0]
+        else {
+            diagnostics.append(.error("expected exactly one reference such as \"{{data.items}}\" (or \"!{{…}}\"), found '\(scalar.text)'", at: scalar.location))
+            return nil
+        }
+        return Condition(path: path, negated: negated)
+    }
+
+    /// Every reference in the template with where it is, and the scope additions (`item`,
+    /// `index`) active there.
+    public func references(inEach: Bool = false) -> [(path: [String], location: SourceLocation?, inEach: Bool)] {
+        switch self {
+        case .null, .bool, .int, .double: return []
+        case .text(let template): return template.references.map { ($0, template.location, inEach) }
+        case .array(let items): return items.flatMap { $0.references(inEach: inEach) }
+        case .object(let pairs, let when, let each, let location):
+            var found: [(path: [String], location: SourceLocation?, inEach: Bool)] = []
+            if let each { found.append((each, location, inEach)) }
+            let inner = inEach || each != nil
+            if let when { found.append((when.path, location, inner)) }
+            for (_, value) in pairs { found += value.references(inEach: inner) }
+            return found
+        }
+    }
+
+    /// Renders to JSON. Mappings dropped by `when` produce nothing; inside arrays, `each`
+    /// expands in place.
+    public func render(_ scope: TemplateScope) -> JSONValue? {
+        switch self {
+        case .null: return .null
+        case .bool(let value): return .bool(value)
+        case .int(let value): return .int(value)
+        case .double(let value): return .double(value)
+        case .text(let template): return template.value(scope)
+        case .array(let items):
+            var output: [JSONValue] = []
+            output.reserveCapacity(items.count)
+            for item in items { item.renderInto(&output, scope) }
+            return .array(output)
+        case .object:
+            var output: [JSONValue] = []
+            renderInto(&output, scope)
+            return output.first
+        }
+    }
+
+    private func renderInto(_ output: inout [JSONValue], _ scope: TemplateScope) {
+        guard case .object(let pairs, let when, let each, _) = self else {
+            if let value = render(scope) { output.append(value) }
+            return
+        }
+        func one(_ scope: TemplateScope) {
+            if let when, Self.isTruthy(scope.lookup(when.path)) == when.negated { return }
+            var object = JSONObject()
+            object.reserveCapacity(pairs.count)
+            for (key, value) in pairs {
+                if let rendered = value.render(scope) { object[key] = rendered }
+            }
+            output.append(.object(object))
+        }
+        if let each {
+            guard case .array(let elements)? = scope.lookup(each) else { return }
+            for (index, element) in elements.enumerated() {
+                one(scope.with("item", element).with("index", .int(index)))
+            }
+        } else {
+            one(scope)
+        }
+    }
+
+    /// `when` truthiness: null, false, 0, "" and empty containers are false.
+    public static func isTruthy(_ value: JSONValue?) -> Bool {
+        switch value {
+        case nil, .null?: return false
+        case .bool(let flag)?: return flag
+        case .int(let number)?: return number != 0
+        case .double(let number)?: return number != 0
+        case .string(let text)?: return !text.isEmpty && text != "false"
+        case .array(let items)?: return !items.isEmpty
+        case .object(let object)?: return !object.isEmpty
+        }
+    }
+}

@@ -1,0 +1,200 @@
+import BatonJSON
+import Yams
+
+/// A YAML value with the position it came from, so every later error can point at it.
+public indirect enum SourceNode: Sendable {
+    case scalar(SourceScalar)
+    case mapping([(key: SourceScalar, value: SourceNode)], SourceLocation)
+    case sequence([SourceNode], SourceLocation)
+
+    public var location: SourceLocation {
+        switch self {
+        case .scalar(let scalar): scalar.location
+        case .mapping(_, let location), .sequence(_, let location): location
+        }
+    }
+
+    /// A short name of the node's kind for messages ("a mapping", "a list", "text").
+    public var kindDescription: String {
+        switch self {
+        case .scalar: "a scalar"
+        case .mapping: "a mapping"
+        case .sequence: "a list"
+        }
+    }
+
+    /// The value under `key` of a mapping.
+    public subscript(key: String) -> SourceNode? {
+        guard case .mapping(let pairs, _) = self else { return nil }
+        return pairs.first { $0.key.text == key }?.value
+    }
+
+    /// The key node for `key` (for pointing at the key rather than its value).
+    public func keyNode(_ key: String) -> SourceScalar? {
+        guard case .mapping(let pairs, _) = self else { return nil }
+        return pairs.first { $0.key.text == key }?.key
+    }
+
+    /// Converts to a JSON value. Plain scalars become numbers, booleans or null when they
+    /// look like one (`12`, `true`, `null`, `~`); quoted scalars always stay text.
+    public var jsonValue: JSONValue {
+        switch self {
+        case .scalar(let scalar): return scalar.jsonValue
+        case .mapping(let pairs, _):
+            var object = JSONObject()
+            for (key, value) in pairs { object[key.text] = value.jsonValue }
+            return .object(object)
+        case .sequence(let items, _): return .array(items.map(\.jsonValue))
+        }
+    }
+}
+
+/// A scalar with its text, whether it was quoted, and where it is.
+public struct SourceScalar: Sendable {
+    public var text: String
+    public var quoted: Bool
+    public var location: SourceLocation
+
+    public var jsonValue: JSONValue {
+        guard !quoted else { return .string(text) }
+        switch text {
+        case "true", "True", "TRUE": return .bool(true)
+        case "false", "False", "FALSE": return .bool(false)
+        case "null", "Null", "NULL", "~", "": return .null
+        default:
+            if let integer = Int(text) { return .int(integer) }
+            if text.contains("."), let number = Double(text), number.isFinite { return .double(number) }
+            return .string(text)
+        }
+    }
+}
+
+/// Parses YAML into ``SourceNode``s, refusing what flow files have no use for and what could
+/// hurt: duplicate keys (YAML forbids them; most parsers silently keep one), anchors and aliases
+/// (no sharing is needed, and alias bombs expand exponentially), more than 64 levels of
+/// nesting, or more than 200 000 nodes.
+public enum YAMLSource {
+    public static let maxDepth = 64
+    public static let maxNodes = 200_000
+
+    /// Parses `text` (from `file`, for locations). Errors come back as diagnostics.
+    public static func parse(_ text: String, file: String) -> Result<SourceNode, Diagnostic> {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch let error as YamlError {
+            return .failure(diagnostic(error, file: file))
+        } catch {
+            return .failure(.error("not valid YAML: \(error)", at: SourceLocation(file: file, line: 1, column: 1)))
+        }
+        guard let root else {
+            return .failure(.error("the file is empty", at: SourceLocation(file: file, line: 1, column: 1)))
+        }
+        if let problem = aliasUse(in: text) {
+            return .failure(.error(problem.message, at: SourceLocation(file: file, line: problem.line, column: problem.column)))
+        }
+        var budget = maxNodes
+        do {
+            return .success(try convert(root, file: file, depth: 0, budget: &budget))
+        } catch let diagnostic as Diagnostic {
+            return .failure(diagnostic)
+        } catch {
+            return .failure(.error("\(error)", at: SourceLocation(file: file, line: 1, column: 1)))
+        }
+    }
+
+    private static func convert(_ node: Node, file: String, depth: Int, budget: inout Int) throws -> SourceNode {
+        let location = SourceLocation(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
+        budget -= 1
+        guard budget >= 0 else { throw Diagnostic.error("the document has more than \(maxNodes) nodes", at: location) }
+        guard depth <= maxDepth else { throw Diagnostic.error("nesting deeper than \(maxDepth) levels", at: location) }
+        switch node {
+        case .scalar(let scalar):
+            return .scalar(SourceScalar(text: scalar.string, quoted: scalar.style != .plain && scalar.style != .any, location: location))
+        case .mapping(let mapping):
+            var pairs: [(key: SourceScalar, value: SourceNode)] = []
+            var seen: [String: SourceLocation] = [:]
+            for (keyNode, valueNode) in mapping {
+                guard case .scalar(let key) = try convert(keyNode, file: file, depth: depth + 1, budget: &budget) else {
+                    throw Diagnostic.error("mapping keys must be plain text", at: location)
+                }
+                if let first = seen[key.text] {
+                    throw Diagnostic.error("duplicate key '\(key.text)' (first at line \(first.line))", at: key.location)
+                }
+                seen[key.text] = key.location
+                pairs.append((key, try convert(valueNode, file: file, depth: depth + 1, budget: &budget)))
+            }
+            return .mapping(pairs, location)
+        case .sequence(let sequence):
+            return .sequence(try sequence.map { try convert($0, file: file, depth: depth + 1, budget: &budget) }, location)
+        case .alias:
+            throw Diagnostic.error("YAML aliases are not supported in Baton files", at: location)
+        }
+    }
+
+    /// Finds an anchor (`&name`) or alias (`*name`) outside quoted text and comments. Yams
+    /// resolves aliases while composing and keeps anchors only weakly, so they are found in the
+    /// text: a conservative scan that never misses one (at worst it flags `&` in odd places).
+    static func aliasUse(in text: String) -> (message: String, line: Int, column: Int)? {
+        var line = 1
+        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            defer { line += 1 }
+            var quote: Character?
+            var escaped = false
+            var previous: Character = " "
+            var column = 0
+            for character in rawLine {
+                column += 1
+                defer { previous = character }
+                if let open = quote {
+                    if escaped {
+                        escaped = false
+                    } else if open == "\"" && character == "\\" {
+                        escaped = true
+                    } else if character == open {
+                        quote = nil
+                    }
+                    continue
+                }
+                switch character {
+                case "\"", "'":
+                    if previous == " " || previous == ":" || previous == "[" || previous == "{" || previous == "," || previous == "-" {
+                        quote = character
+                    }
+                case "#" where previous == " " || column == 1:
+                    break
+                case "&", "*":
+                    // Anchors and aliases start a node: after indentation, `- `, `: `, `[`, `{` or `,`.
+                    let before = rawLine.prefix(column - 1).trimmingTrailingSpaces
+                    if before.isEmpty || before.hasSuffix(":") || before.hasSuffix("-") || before.hasSuffix("[")
+                        || before.hasSuffix("{") || before.hasSuffix(",") || before.hasSuffix("!")
+                    {
+                        let kind = character == "&" ? "anchors (&name)" : "aliases (*name)"
+                        return ("YAML \(kind) are not supported in Baton files; repeat the value instead", line, column)
+                    }
+                default:
+                    break
+                }
+                if character == "#", previous == " " || column == 1 { break }
+            }
+        }
+        return nil
+    }
+
+    private static func diagnostic(_ error: YamlError, file: String) -> Diagnostic {
+        switch error {
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            return .error("YAML syntax: \(problem)", at: SourceLocation(file: file, line: mark.line, column: mark.column))
+        default:
+            return .error("YAML syntax: \(error)", at: SourceLocation(file: file, line: 1, column: 1))
+        }
+    }
+}
+
+extension Substring {
+    fileprivate var trimmingTrailingSpaces: Substring {
+        var text = self
+        while text.last == " " || text.last == "\t" { text = text.dropLast() }
+        return text
+    }
+}

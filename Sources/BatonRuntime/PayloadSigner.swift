@@ -1,0 +1,188 @@
+import BatonJSON
+import Crypto
+import Foundation
+
+/// What a command payload says, once its signature has been checked.
+///
+/// A payload is minted by the server for one action and is opaque to clients: it binds the
+/// subject, the flow, the session and its step, the event, an expiry and the signing key.
+/// Start payloads have no session; they carry the flow's parameters and the subject's start
+/// generation instead (see ``SessionStore``).
+public struct PayloadClaims: Sendable, Equatable {
+    public var keyID: String
+    public var subject: String
+    public var flow: String
+    public var sessionID: UUID?
+    public var step: Int
+    public var event: String
+    /// Unix seconds after which the payload is refused.
+    public var expires: Int
+    public var parameters: JSONObject?
+    public var generation: Int?
+
+    public var isStart: Bool { sessionID == nil }
+
+    public init(
+        keyID: String = "", subject: String, flow: String, sessionID: UUID?, step: Int, event: String, expires: Int,
+        parameters: JSONObject? = nil, generation: Int? = nil
+    ) {
+        self.keyID = keyID
+        self.subject = subject
+        self.flow = flow
+        self.sessionID = sessionID
+        self.step = step
+        self.event = event
+        self.expires = expires
+        self.parameters = parameters
+        self.generation = generation
+    }
+
+    /// The signed form: keys in a fixed order, so the same claims always give the same bytes.
+    var json: JSONValue {
+        var object: JSONObject = [
+            "v": 1, "k": .string(keyID), "s": .string(subject), "f": .string(flow),
+        ]
+        if let sessionID { object["i"] = .string(sessionID.uuidString.lowercased()) }
+        object["n"] = .int(step)
+        object["e"] = .string(event)
+        object["x"] = .int(expires)
+        if let parameters { object["p"] = .object(parameters) }
+        if let generation { object["g"] = .int(generation) }
+        return .object(object)
+    }
+
+    init?(json: JSONValue) {
+        guard case .object(let object) = json, object["v"] == 1, let keyID = object["k"]?.stringValue,
+            let subject = object["s"]?.stringValue, let flow = object["f"]?.stringValue, let step = object["n"]?.intValue,
+            let event = object["e"]?.stringValue, let expires = object["x"]?.intValue
+        else { return nil }
+        var sessionID: UUID?
+        if let text = object["i"] {
+            guard let string = text.stringValue, let uuid = UUID(uuidString: string) else { return nil }
+            sessionID = uuid
+        }
+        var parameters: JSONObject?
+        if let value = object["p"] {
+            guard let params = value.objectValue else { return nil }
+            parameters = params
+        }
+        var generation: Int?
+        if let value = object["g"] {
+            guard let number = value.intValue else { return nil }
+            generation = number
+        }
+        self.init(
+            keyID: keyID, subject: subject, flow: flow, sessionID: sessionID, step: step, event: event, expires: expires,
+            parameters: parameters, generation: generation)
+    }
+}
+
+/// Signs and verifies command payloads with HMAC-SHA256. Several keys verify (rotation);
+/// the first one signs. Format: `base64url(claims JSON) "." base64url(MAC)`.
+public struct PayloadSigner: Sendable {
+    /// Why a payload was refused.
+    public enum Failure: Error, Sendable, Equatable {
+        /// Not a payload at all, or altered, or signed with an unknown key.
+        case invalid(String)
+        /// Genuine, but past its expiry.
+        case expired(PayloadClaims)
+    }
+
+    /// A configuration problem with the keys.
+    public struct KeyError: Error, CustomStringConvertible, Sendable {
+        public var description: String
+        public init(description: String) { self.description = description }
+    }
+
+    private let keys: [(id: String, key: SymmetricKey)]
+    /// Payloads longer than this are refused unread.
+    public static let maxLength = 4096
+
+    public init(keys: [(id: String, secret: [UInt8])]) throws {
+        guard !keys.isEmpty else { throw KeyError(description: "at least one signing key is needed") }
+        for key in keys {
+            guard !key.id.isEmpty, key.id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+                throw KeyError(description: "signing key id '\(key.id)' must be letters, digits, '-' or '_'")
+            }
+            guard key.secret.count >= 32 else {
+                throw KeyError(description: "signing key '\(key.id)' is \(key.secret.count) bytes; use at least 32 random bytes")
+            }
+        }
+        self.keys = keys.map { ($0.id, SymmetricKey(data: $0.secret)) }
+    }
+
+    /// Parses `BATON_SIGNING_KEYS`: `keyid:base64secret[,keyid:base64secret...]`.
+    public init(configuration: String) throws {
+        var parsed: [(id: String, secret: [UInt8])] = []
+        for entry in configuration.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !entry.isEmpty {
+            let parts = entry.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, let secret = Data(base64Encoded: String(parts[1])) ?? Data(base64URLEncoded: String(parts[1])) else {
+                throw KeyError(description: "BATON_SIGNING_KEYS entries look like keyid:base64secret; '\(parts.first ?? "")' does not")
+            }
+            parsed.append((String(parts[0]), Array(secret)))
+        }
+        try self.init(keys: parsed)
+    }
+
+    /// The id of the signing key.
+    public var signingKeyID: String { keys[0].id }
+
+    /// Mints a payload for `claims` with the first key.
+    public func sign(_ claims: PayloadClaims) -> String {
+        var claims = claims
+        claims.keyID = keys[0].id
+        let body = JSONEncoding.encode(claims.json)
+        let mac = HMAC<SHA256>.authenticationCode(for: body, using: keys[0].key)
+        return Data(body).base64URLEncodedString() + "." + Data(mac).base64URLEncodedString()
+    }
+
+    /// Checks a payload and returns its claims.
+    public func verify(_ payload: String, now: Date = Date()) -> Result<PayloadClaims, Failure> {
+        guard payload.utf8.count <= Self.maxLength else { return .failure(.invalid("the payload is too long")) }
+        let parts = payload.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let body = Data(base64URLEncoded: String(parts[0])), let mac = Data(base64URLEncoded: String(parts[1])),
+            mac.count == SHA256.byteCount
+        else {
+            return .failure(.invalid("the payload is not one Baton minted"))
+        }
+        // Read the key id before trusting anything else in the body.
+        guard let unverified = try? JSONValue.parse(body), let keyID = unverified["k"]?.stringValue,
+            let key = keys.first(where: { $0.id == keyID })?.key
+        else {
+            return .failure(.invalid("the payload is not one Baton minted (unknown or missing key)"))
+        }
+        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key) else {
+            return .failure(.invalid("the payload's signature does not match: it was altered or not minted here"))
+        }
+        guard let claims = PayloadClaims(json: unverified) else {
+            return .failure(.invalid("the payload's claims are malformed"))
+        }
+        if Double(claims.expires) < now.timeIntervalSince1970 { return .failure(.expired(claims)) }
+        return .success(claims)
+    }
+
+    /// A stable identifier derived from a payload's bytes (start payloads name their session
+    /// this way, so repeats of one start find the same session).
+    public static func sessionID(forStartPayload payload: String) -> UUID {
+        var bytes = Array(SHA256.hash(data: Data(payload.utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8: application-defined
+        bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+}
+
+extension Data {
+    /// RFC 4648 §5 base64url without padding.
+    func base64URLEncodedString() -> String {
+        base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    init?(base64URLEncoded text: String) {
+        guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        self.init(base64Encoded: base64)
+    }
+}

@@ -1,0 +1,131 @@
+import BatonFlows
+import BatonJSON
+import Foundation
+
+/// Turns engine replies into wire JSON (PROTOCOL §3), signing a payload for every action.
+struct ReplyEncoder {
+    let signer: PayloadSigner
+    let identity: ClientIdentity
+    let profile: ClientProfile
+    /// The session the actions belong to (nil outside a flow, e.g. a standalone screen).
+    let session: (subject: String, flow: String, id: UUID, step: Int, expires: Int)?
+    /// The audience of each flow, for minting start actions.
+    let audiences: [String: FlowDefinition.Audience]
+    /// Start generation per subject (read once per render).
+    let generation: (String) throws -> Int
+    let now: Date
+
+    /// Start payloads expire 24–25 hours after minting: the expiry is rounded up to the hour,
+    /// so the same screen renders the same bytes (and ETag) for an hour.
+    var startExpiry: Int {
+        let hour = 3600
+        return (Int(now.timeIntervalSince1970) / hour + 1) * hour + 24 * hour
+    }
+
+    func encode(_ reply: FlowReply) throws -> JSONValue {
+        switch reply {
+        case .done(let message, let refresh):
+            var object: JSONObject = ["type": "done"]
+            if let message { object["message"] = .string(message) }
+            switch refresh {
+            case .none: object["refresh"] = false
+            case .all: object["refresh"] = true
+            case .sections(let ids): object["refresh"] = .array(ids.map(JSONValue.string))
+            }
+            return .object(object)
+        case .refresh:
+            return ["type": "refresh"]
+        case .input(let input):
+            var object: JSONObject = ["type": "input", "title": .string(input.title)]
+            if let message = input.message { object["message"] = .string(message) }
+            if let error = input.error { object["error"] = .string(error) }
+            var field: JSONObject = ["kind": .string(input.kind.rawValue)]
+            switch input.kind {
+            case .text:
+                if let placeholder = input.placeholder { field["placeholder"] = .string(placeholder) }
+                field["value"] = .string(input.value ?? "")
+                if let minLength = input.minLength { field["minLength"] = .int(minLength) }
+                if let maxLength = input.maxLength { field["maxLength"] = .int(maxLength) }
+            case .choice:
+                field["multiple"] = .bool(input.multiple)
+                field["options"] = .array(
+                    input.options.map { option in
+                        var entry: JSONObject = ["id": .string(option.id), "title": .string(option.title)]
+                        if let subtitle = option.subtitle, !subtitle.isEmpty { entry["subtitle"] = .string(subtitle) }
+                        return .object(entry)
+                    })
+            }
+            object["input"] = .object(field)
+            object["submit"] = try command(event: "submit", title: input.submitTitle)
+            if let cancel = input.cancelTitle { object["cancel"] = try command(event: "cancel", title: cancel) }
+            return .object(object)
+        case .screen(let presentation, let screen):
+            return ["type": "screen", "presentation": .string(presentation.rawValue), "screen": try mintActions(in: screen)]
+        case .error(let message, let retry):
+            var object: JSONObject = ["type": "error", "message": .string(message)]
+            switch retry {
+            case .event(let event)?: object["retry"] = try command(event: event, title: "Try again")
+            case .restart?:
+                if let session { object["retry"] = try start(flow: session.flow, parameters: nil, title: "Start again") ?? .null }
+            case nil: break
+            }
+            return .object(object)
+        }
+    }
+
+    /// A command action for `event` of the current session.
+    func command(event: String, title: String?) throws -> JSONValue {
+        guard let session else { return ["type": "unavailable"] }
+        let payload = signer.sign(
+            PayloadClaims(
+                subject: session.subject, flow: session.flow, sessionID: session.id, step: session.step, event: event,
+                expires: session.expires))
+        var object: JSONObject = ["type": "command", "url": .string(profile.commandURL), "payload": .string(payload)]
+        if let title { object["title"] = .string(title) }
+        return .object(object)
+    }
+
+    /// A start action for `flow`, or nil when this client cannot run it (wrong audience).
+    func start(flow: String, parameters: JSONObject?, title: String?) throws -> JSONValue? {
+        guard let audience = audiences[flow], let subject = identity.subject(for: audience) else { return nil }
+        let payload = signer.sign(
+            PayloadClaims(
+                subject: subject.description, flow: flow, sessionID: nil, step: 0, event: "start", expires: startExpiry,
+                parameters: parameters ?? [:], generation: try generation(subject.description)))
+        var object: JSONObject = ["type": "startFlow", "url": .string(profile.commandURL), "payload": .string(payload)]
+        if let title { object["title"] = .string(title) }
+        return .object(object)
+    }
+
+    /// Signs every action in a screen: `{type: command, event}` becomes a command of this
+    /// session, `{type: startFlow, flow, params}` a start payload. An action that cannot be
+    /// signed for this client becomes `{type: unavailable}`, which the contract pass drops
+    /// along with its component.
+    func mintActions(in value: JSONValue) throws -> JSONValue {
+        switch value {
+        case .array(let items):
+            return .array(try items.map(mintActions))
+        case .object(let object):
+            switch object["type"]?.stringValue {
+            case "command" where object["event"] != nil && object["payload"] == nil:
+                let event = object["event"]?.interpolationText ?? ""
+                var minted = try command(event: event, title: object["title"]?.stringValue).objectValue ?? [:]
+                for (key, member) in object where !["type", "event", "title"].contains(key) { minted[key] = member }
+                return .object(minted)
+            case "startFlow" where object["payload"] == nil:
+                let flow = object["flow"]?.interpolationText ?? ""
+                guard var minted = try start(flow: flow, parameters: object["params"]?.objectValue, title: object["title"]?.stringValue)?.objectValue
+                else { return ["type": "unavailable"] }
+                for (key, member) in object where !["type", "flow", "params", "title"].contains(key) { minted[key] = member }
+                return .object(minted)
+            default:
+                var copy = JSONObject()
+                copy.reserveCapacity(object.count)
+                for (key, member) in object { copy[key] = try mintActions(in: member) }
+                return .object(copy)
+            }
+        default:
+            return value
+        }
+    }
+}

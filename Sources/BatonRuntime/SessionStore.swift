@@ -1,0 +1,129 @@
+import BatonFlows
+import BatonJSON
+import BatonPostgres
+import Foundation
+
+/// One row of `flow_sessions`.
+struct SessionRow: Sendable {
+    var id: UUID
+    var subject: String
+    var flow: String
+    var definitionHash: String
+    var state: String
+    var step: Int
+    var context: JSONObject
+    var status: String
+    var expiresAt: Date
+}
+
+/// The SQL behind sessions, the command log and flow definitions. Every statement runs on
+/// the command's connection, inside its transaction.
+enum SessionStore {
+    /// Locks the session and, in the same round trip, fetches the logged response for
+    /// `(step, event)` if that command was already processed.
+    static func lock(_ db: PostgresConnection, id: UUID, step: Int, event: String) throws -> (SessionRow, logged: String?)? {
+        let rows = try db.query(
+            """
+            SELECT s.subject, s.flow, s.definition_hash, s.state, s.step, s.context, s.status, s.expires_at, l.response
+            FROM flow_sessions s
+            LEFT JOIN command_log l ON l.session_id = s.id AND l.step = $2 AND l.event = $3
+            WHERE s.id = $1
+            FOR UPDATE OF s
+            """, [id, step, event])
+        guard let row = rows.first else { return nil }
+        let context = try JSONValue.parse(Array(try row.decode(PostgresJSON.self, at: 5).text.utf8)).objectValue ?? [:]
+        let session = SessionRow(
+            id: id, subject: try row.decode(String.self, at: 0), flow: try row.decode(String.self, at: 1),
+            definitionHash: try row.decode(String.self, at: 2), state: try row.decode(String.self, at: 3),
+            step: try row.decode(Int.self, at: 4), context: context, status: try row.decode(String.self, at: 6),
+            expiresAt: try row.decode(Date.self, at: 7))
+        return (session, try row.decode(String?.self, at: 8))
+    }
+
+    /// Claims a new session id. Returns false when the session already exists (a repeated start);
+    /// a concurrent claimer waits here until the first one commits.
+    static func claim(_ db: PostgresConnection, session: SessionRow) throws -> Bool {
+        let rows = try db.query(
+            """
+            INSERT INTO flow_sessions (id, subject, flow, definition_hash, state, step, context, status, expires_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)
+            ON CONFLICT (id) DO NOTHING
+            RETURNING 1
+            """,
+            [
+                session.id, session.subject, session.flow, session.definitionHash, session.state, session.step,
+                PostgresJSON(String(decoding: JSONEncoding.encode(.object(session.context)), as: UTF8.self)), session.status,
+                session.expiresAt,
+            ])
+        return !rows.isEmpty
+    }
+
+    /// The logged response of a command, if it was processed.
+    static func logged(_ db: PostgresConnection, id: UUID, step: Int, event: String) throws -> String? {
+        try db.query("SELECT response FROM command_log WHERE session_id = $1 AND step = $2 AND event = $3", [id, step, event])
+            .first?.decode(String.self, at: 0)
+    }
+
+    /// Queues the session's new state and the command's log row; both go with COMMIT.
+    static func record(_ db: PostgresConnection, session: SessionRow, loggedStep: Int, event: String, response: String, outcome: String) {
+        db.enqueue(
+            """
+            UPDATE flow_sessions SET state = $2, step = $3, context = $4::jsonb, status = $5, expires_at = $6, updated_at = now()
+            WHERE id = $1
+            """,
+            [
+                session.id, session.state, session.step,
+                PostgresJSON(String(decoding: JSONEncoding.encode(.object(session.context)), as: UTF8.self)), session.status,
+                session.expiresAt,
+            ])
+        db.enqueue(
+            "INSERT INTO command_log (session_id, step, event, response, outcome) VALUES ($1, $2, $3, $4, $5)",
+            [session.id, loggedStep, event, response, outcome])
+    }
+
+    static func markExpired(_ db: PostgresConnection, id: UUID) {
+        db.enqueue("UPDATE flow_sessions SET status = 'expired', updated_at = now() WHERE id = $1 AND status = 'active'", [id])
+    }
+
+    /// The subject's start generation (0 before its first start).
+    static func generation(_ db: PostgresConnection, subject: String) throws -> Int {
+        try db.query("SELECT generation FROM subject_generations WHERE subject = $1", [subject]).first?.decode(Int.self, at: 0) ?? 0
+    }
+
+    static func bumpGeneration(_ db: PostgresConnection, subject: String) throws -> Int {
+        try db.query(
+            """
+            INSERT INTO subject_generations (subject, generation) VALUES ($1, 1)
+            ON CONFLICT (subject) DO UPDATE SET generation = subject_generations.generation + 1
+            RETURNING generation
+            """, [subject])[0].decode(Int.self, at: 0)
+    }
+
+    /// Stores definitions by hash (existing ones are left alone).
+    static func publish(_ db: PostgresConnection, definitions: [FlowDefinition]) throws {
+        for definition in definitions {
+            try db.query(
+                "INSERT INTO flow_definitions (hash, flow, source) VALUES ($1, $2, $3) ON CONFLICT (hash) DO NOTHING",
+                [definition.hash, definition.name, definition.source])
+        }
+    }
+
+    static func definitionSource(_ db: PostgresConnection, hash: String) throws -> (flow: String, source: String)? {
+        guard let row = try db.query("SELECT flow, source FROM flow_definitions WHERE hash = $1", [hash]).first else { return nil }
+        return (try row.decode(String.self, at: 0), try row.decode(String.self, at: 1))
+    }
+
+    /// Marks active sessions past their expiry as expired; returns their flows.
+    static func expireDue(_ db: PostgresConnection, limit: Int) throws -> [String] {
+        try db.query(
+            """
+            UPDATE flow_sessions SET status = 'expired', updated_at = now()
+            WHERE id IN (
+                SELECT id FROM flow_sessions WHERE status = 'active' AND expires_at < now()
+                ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING flow
+            """, [limit]
+        ).map { try $0.decode(String.self, at: 0) }
+    }
+}

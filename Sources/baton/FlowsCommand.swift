@@ -1,0 +1,74 @@
+import ArgumentParser
+import BatonBuiltinFlows
+import BatonFlows
+import BatonRuntime
+import Foundation
+
+/// The effects, guards and loaders this build of Baton provides.
+func applicationRegistry() -> FlowRegistry {
+    var registry = FlowRegistry()
+    BuiltinFlows.register(into: &registry)
+    return registry
+}
+
+/// Loads and lints a flows directory the way `serve` does.
+func loadBundle(_ directory: String) -> FlowBundle {
+    FlowBundle.load(directory: URL(fileURLWithPath: directory).standardizedFileURL, catalog: applicationRegistry().catalog)
+}
+
+struct FlowsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flows",
+        abstract: "Work with flow definitions: lint them, draw them.",
+        subcommands: [LintCommand.self, GraphCommand.self]
+    )
+
+    struct LintCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "lint",
+            abstract: "Check every flow and screen; print file:line:col: error|warning: message. Exit 1 on errors."
+        )
+
+        @Argument(help: "The flows directory.")
+        var directory: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+
+        @Flag(help: "Treat warnings as errors.")
+        var strict = false
+
+        func run() async throws {
+            let bundle = loadBundle(directory)
+            for diagnostic in bundle.diagnostics { print(diagnostic) }
+            let errors = bundle.diagnostics.filter { $0.severity == .error }.count
+            let warnings = bundle.diagnostics.count - errors
+            let summary = "\(bundle.flows.count) flow(s), \(bundle.screens.count) screen(s): \(errors) error(s), \(warnings) warning(s)"
+            FileHandle.standardError.write(Data((summary + "\n").utf8))
+            if errors > 0 || (strict && warnings > 0) { throw ExitCode(1) }
+        }
+    }
+
+    struct GraphCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "graph",
+            abstract: "Draw a flow's states and transitions (Mermaid or Graphviz DOT)."
+        )
+
+        @Argument(help: "The flow's name.")
+        var flow: String
+
+        @Option(help: "mermaid or dot.")
+        var format: String = "mermaid"
+
+        @Option(help: "The flows directory.")
+        var flowsDir: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+
+        func run() async throws {
+            guard let format = FlowGraph.Format(rawValue: format) else { fail("--format must be mermaid or dot") }
+            let bundle = loadBundle(flowsDir)
+            guard let definition = bundle.flows[flow] else {
+                let known = bundle.flows.keys.sorted().joined(separator: ", ")
+                fail("no flow '\(flow)' in \(flowsDir) (flows: \(known.isEmpty ? "none" : known))")
+            }
+            print(FlowGraph.render(definition, format: format), terminator: "")
+        }
+    }
+}

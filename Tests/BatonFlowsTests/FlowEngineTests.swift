@@ -1,0 +1,224 @@
+import BatonFlows
+import BatonJSON
+import Testing
+
+@Suite("Flow engine")
+struct FlowEngineTests {
+    let host = FakeHost.fixtures(existingNotes: ["milk"])
+
+    @Test("the fixture flows load and lint cleanly")
+    func fixturesLint() {
+        #expect(Fixtures.bundle.diagnostics.isEmpty, "\(Fixtures.bundle.diagnostics.map(\.description))")
+        #expect(Set(Fixtures.bundle.flows.keys) == ["note-create", "counter", "pick", "device-only"])
+    }
+
+    @Test("start renders the start state's input with interpolated parameters")
+    func startInput() throws {
+        let step = try Fixtures.engine("note-create").start(parameters: ["folder": "home"], host: host, call: Fixtures.user)
+        #expect(step.session.state == "write")
+        #expect(step.finished == nil)
+        guard case .input(let input) = step.reply else { Issue.record("expected input, got \(step.reply)"); return }
+        #expect(input.title == "Write a note")
+        #expect(input.message == "Folder: home")
+        #expect(input.placeholder == "Something to remember")
+        #expect(input.minLength == 1 && input.maxLength == 50)
+        #expect(input.submitTitle == "Save" && input.cancelTitle == "Cancel")
+        #expect(input.error == nil)
+    }
+
+    @Test("parameters are checked: unknown, pattern, required")
+    func parameters() {
+        let engine = Fixtures.engine("note-create")
+        #expect(throws: FlowEngineError.self) { try engine.start(parameters: ["folder": "Home!"], host: host, call: Fixtures.user) }
+        #expect(throws: FlowEngineError.self) { try engine.start(parameters: ["nope": "x"], host: host, call: Fixtures.user) }
+        #expect((try? engine.start(parameters: [:], host: host, call: Fixtures.user)) != nil)
+    }
+
+    @Test("submit runs the effect with interpolated arguments and branches on its outcome to done")
+    func effectOutcome() throws {
+        let engine = Fixtures.engine("note-create")
+        let started = try engine.start(parameters: ["folder": "home"], host: host, call: Fixtures.user)
+        let step = try engine.handle(
+            event: "submit", input: CommandInput(text: "  buy bread  "), session: started.session, host: host, call: Fixtures.user)
+        #expect(step.reply == .done(message: "Saved “buy bread”", refresh: .all))
+        #expect(step.finished == .completed)
+        #expect(step.effects == ["notes.create"])
+        #expect(host.recorded.contains(#"effect notes.create {"text":"buy bread","folder":"home"}"#))
+    }
+
+    @Test("an outcome mapped to an error stays in the state and re-asks with the message")
+    func outcomeError() throws {
+        let engine = Fixtures.engine("note-create")
+        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let step = try engine.handle(event: "submit", input: CommandInput(text: "milk"), session: started.session, host: host, call: Fixtures.user)
+        #expect(step.session.state == "write")
+        #expect(step.finished == nil)
+        guard case .input(let input) = step.reply else { Issue.record("expected input"); return }
+        #expect(input.error == "You already wrote “milk”.")
+        #expect(input.value == "milk")
+    }
+
+    @Test("validation: empty, too long, control characters — re-ask without running the effect")
+    func validation() throws {
+        let engine = Fixtures.engine("note-create")
+        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        for (text, message) in [
+            ("   ", "Please enter a value."),
+            (String(repeating: "x", count: 51), "Use at most 50 characters (this has 51)."),
+            ("two\nlines", "Line breaks, tabs and other control characters aren't allowed here."),
+            ("nul\u{0}byte", "Line breaks, tabs and other control characters aren't allowed here."),
+        ] {
+            let step = try engine.handle(event: "submit", input: CommandInput(text: text), session: started.session, host: host, call: Fixtures.user)
+            guard case .input(let input) = step.reply else { Issue.record("expected input for \(text.debugDescription)"); continue }
+            #expect(input.error == message, "\(text.debugDescription)")
+        }
+        let missing = try engine.handle(event: "submit", input: .none, session: started.session, host: host, call: Fixtures.user)
+        guard case .input(let input) = missing.reply else { Issue.record("expected input"); return }
+        #expect(input.error == "Please enter a value.")
+        #expect(!host.recorded.contains { $0.hasPrefix("effect") })
+    }
+
+    @Test("cancel leads to a refresh terminal that records the session as cancelled")
+    func cancel() throws {
+        let engine = Fixtures.engine("note-create")
+        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let step = try engine.handle(event: "cancel", input: .none, session: started.session, host: host, call: Fixtures.user)
+        #expect(step.reply == .refresh)
+        #expect(step.finished == .cancelled)
+    }
+
+    @Test("an action start state runs its effect immediately and answers done with section refresh")
+    func actionState() throws {
+        let step = try Fixtures.engine("counter").start(parameters: ["name": "clicks"], host: host, call: Fixtures.user)
+        #expect(step.reply == .done(message: "Count is 7", refresh: .sections(["counts"])))
+        #expect(step.finished == .completed)
+        #expect(step.effects == ["counter.increment"])
+    }
+
+    @Test("choice input: options from a loader plus static ones; only offered choices are accepted")
+    func choice() throws {
+        let engine = Fixtures.engine("pick")
+        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        guard case .input(let input) = started.reply else { Issue.record("expected input"); return }
+        #expect(input.kind == .choice)
+        #expect(input.options.map(\.id) == ["red", "blue", "green", "other"])
+        #expect(input.options.map(\.title) == ["Red", "Blue", "Green", "Something else…"])
+        let bogus = try engine.handle(event: "submit", input: CommandInput(choice: "purple"), session: started.session, host: host, call: Fixtures.user)
+        guard case .input(let again) = bogus.reply else { Issue.record("expected input"); return }
+        #expect(again.error == "That choice isn't available any more.")
+    }
+
+    @Test("guards: a refused guard follows its else; an allowed one continues")
+    func guards() throws {
+        let engine = Fixtures.engine("pick")
+        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let refused = try engine.handle(event: "submit", input: CommandInput(choice: "green"), session: started.session, host: host, call: Fixtures.user)
+        guard case .input(let input) = refused.reply else { Issue.record("expected input"); return }
+        #expect(input.error == "That colour is sold out.")
+        #expect(refused.session.state == "choose")
+        let allowed = try engine.handle(event: "submit", input: CommandInput(choice: "red"), session: started.session, host: host, call: Fixtures.user)
+        #expect(allowed.session.state == "confirm")
+    }
+
+    @Test("match picks a case; a screen renders components, conditions and command actions by event")
+    func matchAndScreen() throws {
+        let engine = Fixtures.engine("pick")
+        var session = try engine.start(parameters: [:], host: host, call: Fixtures.user).session
+        let describe = try engine.handle(event: "submit", input: CommandInput(choice: "other"), session: session, host: host, call: Fixtures.user)
+        #expect(describe.session.state == "describe")
+        session = describe.session
+        let badPattern = try engine.handle(event: "submit", input: CommandInput(text: "Teal!"), session: session, host: host, call: Fixtures.user)
+        guard case .input(let input) = badPattern.reply else { Issue.record("expected input"); return }
+        #expect(input.error == "Use lowercase letters, please (you wrote “Teal!”).")
+        let confirm = try engine.handle(event: "submit", input: CommandInput(text: "sea green"), session: session, host: host, call: Fixtures.user)
+        guard case .screen(let presentation, let screen) = confirm.reply else { Issue.record("expected screen"); return }
+        #expect(presentation == .modal)
+        #expect(screen["type"] == "componentScreen")
+        let components = screen["sections"]?.arrayValue?.first?["components"]?.arrayValue ?? []
+        #expect(components.map { $0["id"] } == ["chosen", "described", "ok", "back"])
+        #expect(components[0]["text"] == "You picked other")
+        #expect(components[1]["text"] == "Described as sea green")
+        #expect(components[2]["action"] == ["type": "command", "event": "confirm", "title": "Confirm"])
+    }
+
+    @Test("when: hides a component whose reference is empty")
+    func whenHides() throws {
+        let engine = Fixtures.engine("pick")
+        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let confirm = try engine.handle(event: "submit", input: CommandInput(choice: "red"), session: started.session, host: host, call: Fixtures.user)
+        guard case .screen(_, let screen) = confirm.reply else { Issue.record("expected screen"); return }
+        let ids = screen["sections"]?.arrayValue?.first?["components"]?.arrayValue?.map { $0["id"] }
+        #expect(ids == ["chosen", "ok", "back"])
+    }
+
+    @Test("an error state with retry is not terminal; its retry event goes back")
+    func errorRetry() throws {
+        let engine = Fixtures.engine("pick")
+        var session = try engine.start(parameters: [:], host: host, call: Fixtures.user).session
+        session = try engine.handle(event: "submit", input: CommandInput(choice: "blue"), session: session, host: host, call: Fixtures.user).session
+        let failed = try engine.handle(event: "confirm", input: .none, session: session, host: host, call: Fixtures.user)
+        #expect(failed.reply == .error(message: "Ordering blue failed.", retry: .event("retry")))
+        #expect(failed.finished == nil)
+        let back = try engine.handle(event: "retry", input: .none, session: failed.session, host: host, call: Fixtures.user)
+        #expect(back.session.state == "confirm")
+    }
+
+    @Test("an event the state does not send is refused")
+    func unknownEvent() throws {
+        let engine = Fixtures.engine("note-create")
+        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let error = #expect(throws: FlowEngineError.self) {
+            try engine.handle(event: "confirm", input: .none, session: started.session, host: host, call: Fixtures.user)
+        }
+        #expect(error?.kind == .invalidEvent)
+    }
+
+    @Test("subject is interpolated")
+    func subject() throws {
+        let call = FlowCall(subject: FlowSubject(kind: .device, id: "d-1"), flow: "device-only", sessionID: nil)
+        let step = try Fixtures.engine("device-only").start(parameters: [:], host: host, call: call)
+        #expect(step.reply == .done(message: "Hello, device d-1", refresh: .none))
+    }
+}
+
+@Suite("Templates")
+struct TemplateTests {
+    @Test("references are parsed, rendered, and keep JSON types when alone")
+    func references() throws {
+        let template = try TemplateString(parsing: "Hi {{ user.name }}, you have {{count}} items")
+        #expect(template.references == [["user", "name"], ["count"]])
+        let scope = TemplateScope(["user": ["name": "Ann"], "count": 3])
+        #expect(template.render(scope) == "Hi Ann, you have 3 items")
+        #expect(try TemplateString(parsing: "{{count}}").value(scope) == 3)
+        #expect(try TemplateString(parsing: "{{user}}").value(scope) == ["name": "Ann"])
+        #expect(try TemplateString(parsing: "{{missing.path}}").render(scope) == "")
+    }
+
+    @Test("templates have no expressions: anything but a dotted name is an error")
+    func noExpressions() {
+        for text in ["{{a + b}}", "{{ f(x) }}", "{{}}", "{{a..b}}", "open {{ only", "{{a|upper}}"] {
+            #expect(throws: TemplateError.self, "\(text)") { try TemplateString(parsing: text) }
+        }
+    }
+
+    @Test("each repeats with item and index; when filters; negation works")
+    func eachAndWhen() throws {
+        var diagnostics: [Diagnostic] = []
+        guard case .success(let node) = YAMLSource.parse(
+            """
+            list:
+              - each: "{{items}}"
+                id: "row-{{index}}"
+                title: "{{item.name}}"
+              - when: "!{{items}}"
+                id: empty
+            """, file: "t.yaml")
+        else { Issue.record("parse failed"); return }
+        let template = JSONTemplate.from(node, diagnostics: &diagnostics)
+        #expect(diagnostics.isEmpty)
+        let full = template.render(TemplateScope(["items": [["name": "A"], ["name": "B"]]]))
+        #expect(full == ["list": [["id": "row-0", "title": "A"], ["id": "row-1", "title": "B"]]])
+        let empty = template.render(TemplateScope(["items": []]))
+        #expect(empty == ["list": [["id": "empty"]]])
+    }
+}
