@@ -76,9 +76,21 @@ public struct SourceScalar: Sendable {
 public enum YAMLSource {
     public static let maxDepth = 64
     public static let maxNodes = 200_000
+    /// Flow and screen files larger than this are refused unread (1 MiB).
+    public static let maxBytes = 1 << 20
 
     /// Parses `text` (from `file`, for locations). Errors come back as diagnostics.
     public static func parse(_ text: String, file: String) -> Result<SourceNode, Diagnostic> {
+        guard text.utf8.count <= maxBytes else {
+            return .failure(.error("the file is larger than \(maxBytes / 1024) KiB", at: SourceLocation(file: file, line: 1, column: 1)))
+        }
+        // The YAML composer recurses once per level: refuse deep nesting before it runs.
+        if let problem = nestingProblem(in: text) {
+            return .failure(.error(problem.message, at: SourceLocation(file: file, line: problem.line, column: problem.column)))
+        }
+        if let problem = aliasUse(in: text) ?? YAMLStrictness.problem(in: text) {
+            return .failure(.error(problem.message, at: SourceLocation(file: file, line: problem.line, column: problem.column)))
+        }
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)
@@ -89,9 +101,6 @@ public enum YAMLSource {
         }
         guard let root else {
             return .failure(.error("the file is empty", at: SourceLocation(file: file, line: 1, column: 1)))
-        }
-        if let problem = aliasUse(in: text) {
-            return .failure(.error(problem.message, at: SourceLocation(file: file, line: problem.line, column: problem.column)))
         }
         var budget = maxNodes
         do {
@@ -130,6 +139,54 @@ public enum YAMLSource {
         case .alias:
             throw Diagnostic.error("YAML aliases are not supported in Baton files", at: location)
         }
+    }
+
+    /// Finds nesting deeper than ``maxDepth``: flow brackets (`[`, `{`) outside quotes, or block
+    /// nesting estimated from indentation and `- ` prefixes. Conservative and linear.
+    static func nestingProblem(in text: String) -> (message: String, line: Int, column: Int)? {
+        var depth = 0
+        var line = 1
+        var column = 0
+        var quote: UInt8?
+        var escaped = false
+        var atLineStart = true
+        var indent = 0
+        var comment = false
+        for byte in text.utf8 {
+            column += 1
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 0
+                atLineStart = true
+                indent = 0
+                comment = false
+                if quote == UInt8(ascii: "'") { quote = nil }
+                continue
+            }
+            if comment { continue }
+            if atLineStart {
+                if byte == UInt8(ascii: " ") { indent += 1; continue }
+                if byte == UInt8(ascii: "-") || byte == UInt8(ascii: "?") { indent += 2; continue }
+                atLineStart = false
+                if indent / 2 > maxDepth * 2 {
+                    return ("nesting deeper than \(maxDepth) levels", line, column)
+                }
+            }
+            if let open = quote {
+                if escaped { escaped = false } else if open == UInt8(ascii: "\"") && byte == UInt8(ascii: "\\") { escaped = true } else if byte == open { quote = nil }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "'"): quote = byte
+            case UInt8(ascii: "#"): comment = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                if depth > maxDepth { return ("nesting deeper than \(maxDepth) levels", line, column) }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth = max(0, depth - 1)
+            default: break
+            }
+        }
+        return nil
     }
 
     /// Finds an anchor (`&name`) or alias (`*name`) outside quoted text and comments. Yams
@@ -185,6 +242,11 @@ public enum YAMLSource {
         switch error {
         case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
             return .error("YAML syntax: \(problem)", at: SourceLocation(file: file, line: mark.line, column: mark.column))
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            let keys = duplicates.map { "'\($0)'" }.joined(separator: ", ")
+            return .error(
+                "duplicate key \(keys) in one mapping (YAML keys must be unique)",
+                at: SourceLocation(file: file, line: context.mark.line, column: context.mark.column))
         default:
             return .error("YAML syntax: \(error)", at: SourceLocation(file: file, line: 1, column: 1))
         }
