@@ -5,7 +5,7 @@
 /// Objects keep their keys in insertion order, so a screen or response encodes to the same
 /// bytes every time — which the ETag of a screen and the byte-for-byte replay of a command
 /// response rely on.
-public enum JSONValue: Sendable, Hashable {
+public enum JSONValue: Sendable {
     case null
     case bool(Bool)
     case int(Int)
@@ -81,6 +81,51 @@ public enum JSONValue: Sendable, Hashable {
         case .double(let value): return JSONEncoding.format(value)
         case .string(let value): return value
         case .array, .object: return String(decoding: JSONEncoding.encode(self), as: UTF8.self)
+        }
+    }
+}
+
+extension JSONValue: Hashable {
+    /// JSON equality: objects compare as unordered sets of members (their order is kept for
+    /// encoding only); `1` and `1.0` are equal.
+    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.string(let x), .string(let y)): return x == y
+        case (.int(let x), .int(let y)): return x == y
+        case (.double(let x), .double(let y)): return x == y
+        case (.int(let x), .double(let y)), (.double(let y), .int(let x)): return Double(x) == y
+        case (.array(let x), .array(let y)): return x == y
+        case (.object(let x), .object(let y)):
+            guard x.count == y.count else { return false }
+            for (key, value) in x {
+                guard let other = y[key], other == value else { return false }
+            }
+            return true
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let value): hasher.combine(value)
+        case .string(let value): hasher.combine(value)
+        case .int(let value): hasher.combine(Double(value))
+        case .double(let value): hasher.combine(value)
+        case .array(let values): hasher.combine(values)
+        case .object(let object):
+            // Order-independent: combine members' hashes commutatively.
+            var combined = 0
+            for (key, value) in object {
+                var member = Hasher()
+                member.combine(key)
+                member.combine(value)
+                combined ^= member.finalize()
+            }
+            hasher.combine(object.count)
+            hasher.combine(combined)
         }
     }
 }

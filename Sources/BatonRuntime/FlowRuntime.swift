@@ -93,9 +93,9 @@ public final class FlowRuntime: Sendable {
             throw CommandError(.invalidPayload, message)
         case .failure(.expired(let expired)):
             try authorize(expired, identity: identity)
-            let reply = try await expiredReply(expired, identity: identity, profile: profile, now: now)
-            metrics.commandFinished(flow: flowLabel(expired.flow), outcome: .error, duration: ContinuousClock.now - started)
-            return reply
+            let result = try await expiredReply(expired, identity: identity, profile: profile, now: now)
+            report(result, started: started)
+            return result.reply
         case .success(let verified):
             claims = verified
         }
@@ -211,6 +211,11 @@ public final class FlowRuntime: Sendable {
             throw CommandError(.forbidden, "this action belongs to someone else", flow: claims.flow)
         }
         if let logged { return StepResult(reply: replay(logged, flow: session.flow), startedFlow: nil, finished: nil) }
+        if session.step != claims.step, let logged = try SessionStore.logged(db, id: id, step: claims.step, event: claims.event) {
+            // We waited for the lock while a copy of this command ran and committed: the join
+            // above read the log from before the wait, a fresh statement sees its entry.
+            return StepResult(reply: replay(logged, flow: session.flow), startedFlow: nil, finished: nil)
+        }
         if session.status == "active", session.expiresAt < now {
             SessionStore.markExpired(db, id: id)
             let reply = try expiredBody(
@@ -269,7 +274,7 @@ public final class FlowRuntime: Sendable {
         guard let stored = try SessionStore.definitionSource(db, hash: hash) else {
             throw FlowEngineError(kind: .definition, message: "no flow definition with hash \(hash.prefix(12)) is stored")
         }
-        let (flow, diagnostics) = FlowLoader.load(source: stored.source, file: "\(stored.flow)@\(hash.prefix(12))")
+        let (flow, diagnostics) = FlowLoader.load(source: stored.source, file: "stored/\(hash.prefix(12))/\(stored.flow).yaml")
         guard let flow, !diagnostics.hasErrors else {
             throw FlowEngineError(kind: .definition, message: "stored definition \(hash.prefix(12)) of '\(stored.flow)' no longer loads")
         }
@@ -321,19 +326,23 @@ public final class FlowRuntime: Sendable {
         CommandReply(body: JSONEncoding.encode(["type": "refresh"]), replayed: false, outcome: .stale, flow: flow)
     }
 
-    /// The answer to an expired payload: an error with an action that starts the flow again.
+    /// The answer to an expired payload: an error with an action that starts the flow again
+    /// (with the session's parameters). A session still marked active is marked expired.
     private func expiredReply(_ claims: PayloadClaims, identity: ClientIdentity, profile: ClientProfile, now: Date) async throws
-        -> CommandReply
+        -> StepResult
     {
-        try await pool.withConnection { [self] db in
+        try await pool.withTransaction { [self] db in
             var parameters = claims.parameters
-            if let id = claims.sessionID,
-                let row = try db.query("SELECT context -> 'params' FROM flow_sessions WHERE id = $1", [id]).first,
-                let text = try row.decode(PostgresJSON?.self, at: 0)?.text
-            {
-                parameters = try JSONValue.parse(Array(text.utf8)).objectValue
+            var finished: SessionResult?
+            if let id = claims.sessionID, let (session, _) = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) {
+                parameters = session.context["params"]?.objectValue
+                if session.status == "active", session.expiresAt < now {
+                    SessionStore.markExpired(db, id: id)
+                    finished = .expired
+                }
             }
-            return try expiredBody(flow: claims.flow, parameters: parameters, identity: identity, profile: profile, now: now, db: db)
+            let reply = try expiredBody(flow: claims.flow, parameters: parameters, identity: identity, profile: profile, now: now, db: db)
+            return StepResult(reply: reply, startedFlow: nil, finished: finished)
         }
     }
 
