@@ -158,6 +158,8 @@ let package = Package(
             dependencies: [
                 "BatonServer",
                 "BatonTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
             ],

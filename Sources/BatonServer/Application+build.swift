@@ -56,7 +56,10 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
 
     HealthController(pool: environment.pool, migrator: environment.migrator).register(on: router, catalog: catalog)
     MetricsController(metrics: environment.metrics, pool: environment.pool).register(on: router, catalog: catalog)
-    let openAPI = JSONEncoding.encode(OpenAPIDocument.make(version: BatonVersion.current))
+    var contributions: [OpenAPIContribution] = []
+    if environment.runtime != nil { contributions.append(OpenAPIDocument.commands) }
+    if environment.configuration.diagnostics { contributions.append(OpenAPIDocument.diagnostics) }
+    let openAPI = JSONEncoding.encode(OpenAPIDocument.make(version: BatonVersion.current, extensions: contributions))
     router.on(.get, "/openapi.json", catalog: catalog) { _, _ in
         Response.json(bytes: openAPI, headers: [.cacheControl: "public, max-age=300"])
     }

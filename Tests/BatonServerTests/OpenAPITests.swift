@@ -15,7 +15,7 @@ struct OpenAPITests {
 
     @Test("/openapi.json is a valid OpenAPI 3.1 document (checked by openapi-spec-validator)")
     func valid() async throws {
-        let app = buildApplication(try await TestApplication.environment())
+        let app = buildApplication(try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry()))
         let body = try await app.test(.router) { client in
             try await client.execute(uri: "/openapi.json", method: .get) { $0.text }
         }
@@ -33,7 +33,7 @@ struct OpenAPITests {
 
     @Test("every route the server registers is described, and nothing described is missing")
     func routesDocumented() async throws {
-        let environment = try await TestApplication.environment(configure: { $0.diagnostics = false })
+        let environment = try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry())
         let app = buildApplication(environment)
         let body = try await app.test(.router) { client in
             try await client.execute(uri: "/openapi.json", method: .get) { $0.text }
