@@ -69,6 +69,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The component contract and the downgrade pass that fits screens to each client.
+        .target(
+            name: "BatonContract",
+            dependencies: ["BatonFlows", "BatonJSON"],
+            swiftSettings: swiftSettings
+        ),
         // Runs commands: payloads, sessions, the command log, effects in one transaction.
         .target(
             name: "BatonRuntime",
@@ -97,6 +103,7 @@ let package = Package(
         .target(
             name: "BatonServer",
             dependencies: [
+                "BatonContract",
                 "BatonFlows",
                 "BatonJSON",
                 "BatonPostgres",
@@ -117,6 +124,7 @@ let package = Package(
             name: "baton",
             dependencies: [
                 "BatonBuiltinFlows",
+                "BatonContract",
                 "BatonFlows",
                 "BatonJSON",
                 "BatonRuntime",
@@ -132,6 +140,7 @@ let package = Package(
         .target(
             name: "BatonTestSupport",
             dependencies: [
+                "BatonContract",
                 "BatonFlows",
                 "BatonPostgres",
                 "BatonRuntime",

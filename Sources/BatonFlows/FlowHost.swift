@@ -64,7 +64,7 @@ public protocol FlowHost {
 /// Errors an effect, guard or loader throws to stop the command with an HTTP error instead of
 /// a flow answer (the transaction rolls back).
 public struct FlowCallError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable { case forbidden, notFound, invalid }
+    public enum Kind: Sendable { case forbidden, notFound, invalid, unauthenticated }
 
     public var kind: Kind
     public var message: String
@@ -77,6 +77,8 @@ public struct FlowCallError: Error, Sendable, CustomStringConvertible {
     public static func forbidden(_ message: String) -> FlowCallError { FlowCallError(.forbidden, message) }
     public static func notFound(_ message: String) -> FlowCallError { FlowCallError(.notFound, message) }
     public static func invalid(_ message: String) -> FlowCallError { FlowCallError(.invalid, message) }
+    /// The caller must sign in (for screens that show a user's own data).
+    public static func unauthenticated(_ message: String) -> FlowCallError { FlowCallError(.unauthenticated, message) }
 
     public var description: String { message }
 }

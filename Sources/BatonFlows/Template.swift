@@ -317,3 +317,42 @@ public indirect enum JSONTemplate: Sendable, Hashable {
         }
     }
 }
+
+extension JSONTemplate {
+    /// A representative rendering for static checks: every reference becomes placeholder text,
+    /// every `each` repeats once, every `when` holds.
+    public func sample() -> JSONValue {
+        switch self {
+        case .null: return .null
+        case .bool(let value): return .bool(value)
+        case .int(let value): return .int(value)
+        case .double(let value): return .double(value)
+        case .text(let template):
+            return .string(template.segments.map { if case .literal(let text) = $0 { text } else { "x" } }.joined())
+        case .array(let items): return .array(items.map { $0.sample() })
+        case .object(let pairs, _, _, _):
+            var object = JSONObject()
+            for (key, value) in pairs { object[key] = value.sample() }
+            return .object(object)
+        }
+    }
+
+    /// The location of a mapping template (nil for other kinds).
+    public var location: SourceLocation? {
+        if case .object(_, _, _, let location) = self { return location }
+        if case .text(let template) = self { return template.location }
+        return nil
+    }
+
+    /// The member `key` of a mapping template.
+    public subscript(key: String) -> JSONTemplate? {
+        guard case .object(let pairs, _, _, _) = self else { return nil }
+        return pairs.first { $0.0 == key }?.1
+    }
+
+    /// The literal text of a template that has no references.
+    public var literalText: String? {
+        guard case .text(let template) = self, template.isLiteral else { return nil }
+        return template.render(TemplateScope())
+    }
+}

@@ -162,9 +162,12 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Transaction isolation levels.
     public enum IsolationLevel: Sendable {
         case readCommitted, repeatableRead, serializable
+        /// One consistent snapshot for several reads, and no writes.
+        case readOnlySnapshot
 
         var beginStatement: String {
             switch self {
+            case .readOnlySnapshot: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
             case .readCommitted: "BEGIN"
             case .repeatableRead: "BEGIN ISOLATION LEVEL REPEATABLE READ"
             case .serializable: "BEGIN ISOLATION LEVEL SERIALIZABLE"

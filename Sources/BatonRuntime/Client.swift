@@ -1,4 +1,5 @@
 import BatonFlows
+import Crypto
 import Foundation
 
 /// Who the request comes from: a verified user (bearer token), a device (`X-Device-Id`),
@@ -88,4 +89,27 @@ public struct CommandError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// The HTTP error an effect, guard or loader asked for.
+    public init(_ error: FlowCallError, flow: String?) {
+        switch error.kind {
+        case .forbidden: self.init(.forbidden, error.message, flow: flow)
+        case .notFound: self.init(.notFound, error.message, flow: flow)
+        case .invalid: self.init(.invalidRequest, error.message, flow: flow)
+        case .unauthenticated: self.init(.unauthenticated, error.message, flow: flow)
+        }
+    }
+}
+
+/// A rendered screen: its exact bytes and their strong ETag.
+public struct ScreenReply: Sendable {
+    public var body: [UInt8]
+    /// `"<32 hex digits>"`: SHA-256 of the body, truncated (a strong validator: equal ETags
+    /// mean equal bytes).
+    public var etag: String
+
+    public init(body: [UInt8]) {
+        self.body = body
+        self.etag = "\"" + SHA256.hash(data: body).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+    }
 }

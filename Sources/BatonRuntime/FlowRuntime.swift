@@ -116,11 +116,7 @@ public final class FlowRuntime: Sendable {
             throw CommandError(.invalidRequest, error.message, flow: claims.flow)
         } catch let error as FlowCallError {
             metrics.commandFinished(flow: flowLabel(claims.flow), outcome: .invalid, duration: ContinuousClock.now - started)
-            switch error.kind {
-            case .forbidden: throw CommandError(.forbidden, error.message, flow: claims.flow)
-            case .notFound: throw CommandError(.notFound, error.message, flow: claims.flow)
-            case .invalid: throw CommandError(.invalidRequest, error.message, flow: claims.flow)
-            }
+            throw CommandError(error, flow: claims.flow)
         }
     }
 
@@ -148,6 +144,33 @@ public final class FlowRuntime: Sendable {
             return result.reply
         } catch let error as FlowEngineError where error.kind != .definition {
             throw CommandError(.invalidRequest, error.message, flow: flow)
+        }
+    }
+
+    // MARK: - Screens
+
+    /// Renders a screen template for this client: loaders run in one read-only snapshot,
+    /// start actions are signed, the result is fitted to the client's contract. The ETag is
+    /// the hash of the exact bytes.
+    public func renderScreen(_ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile) async throws
+        -> ScreenReply
+    {
+        guard let template = bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+        let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
+        let now = clock()
+        do {
+            return try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
+                let host = DatabaseFlowHost(registry: registry, database: db, logger: logger)
+                let screen = try ScreenRendering.render(
+                    template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil))
+                let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, db: db)
+                let fitted = fitter.fit(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
+                return ScreenReply(body: JSONEncoding.encode(fitted))
+            }
+        } catch let error as FlowEngineError where error.kind == .invalidParameters {
+            throw CommandError(.invalidRequest, error.message)
+        } catch let error as FlowCallError {
+            throw CommandError(error, flow: nil)
         }
     }
 

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonFlows
 import BatonJSON
 import BatonPostgres
@@ -19,13 +20,20 @@ public struct BatonEnvironment: Sendable {
     public var runtime: FlowRuntime?
     /// Verifies bearer tokens.
     public var authenticator: BearerAuthenticator
+    /// The component contract (with a runtime: the screens endpoint and the downgrade pass).
+    public var contract: ContractRegistry?
+    /// Buckets client labels for metrics (shared with the contract fitter).
+    public let buckets: ClientBuckets
     /// Every route the application registers (filled by ``buildApplication(_:)``).
     public let routes = RouteCatalog()
 
     public init(
         configuration: BatonConfiguration, pool: PostgresPool, migrator: Migrator, metrics: BatonMetrics, logger: Logger,
-        services: [any Service] = [], runtime: FlowRuntime? = nil, authenticator: BearerAuthenticator
+        services: [any Service] = [], runtime: FlowRuntime? = nil, authenticator: BearerAuthenticator,
+        contract: ContractRegistry? = nil, buckets: ClientBuckets = ClientBuckets()
     ) {
+        self.contract = contract
+        self.buckets = buckets
         self.runtime = runtime
         self.authenticator = authenticator
         self.configuration = configuration
@@ -57,15 +65,22 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     HealthController(pool: environment.pool, migrator: environment.migrator).register(on: router, catalog: catalog)
     MetricsController(metrics: environment.metrics, pool: environment.pool).register(on: router, catalog: catalog)
     var contributions: [OpenAPIContribution] = []
-    if environment.runtime != nil { contributions.append(OpenAPIDocument.commands) }
+    if environment.runtime != nil, environment.contract != nil {
+        contributions.append(OpenAPIDocument.commands)
+        contributions.append(OpenAPIDocument.screens(environment.contract!))
+    }
     if environment.configuration.diagnostics { contributions.append(OpenAPIDocument.diagnostics) }
     let openAPI = JSONEncoding.encode(OpenAPIDocument.make(version: BatonVersion.current, extensions: contributions))
     router.on(.get, "/openapi.json", catalog: catalog) { _, _ in
         Response.json(bytes: openAPI, headers: [.cacheControl: "public, max-age=300"])
     }
     var services = environment.services
-    if let runtime = environment.runtime {
-        CommandController(runtime: runtime, authenticator: environment.authenticator).register(on: router, catalog: catalog)
+    if let runtime = environment.runtime, let contract = environment.contract {
+        let screens = ScreenController(
+            runtime: runtime, authenticator: environment.authenticator, contract: contract, metrics: environment.metrics,
+            buckets: environment.buckets)
+        screens.register(on: router, catalog: catalog)
+        CommandController(runtime: runtime, authenticator: environment.authenticator, screens: screens).register(on: router, catalog: catalog)
         environment.metrics.prepare(flows: runtime.bundle.flows.keys.sorted())
         services.append(SessionExpiryService(runtime: runtime, interval: .seconds(60), logger: environment.logger))
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BatonBuiltinFlows
+import BatonContract
 import BatonFlows
 import BatonRuntime
 import Foundation
@@ -11,9 +12,14 @@ func applicationRegistry() -> FlowRegistry {
     return registry
 }
 
-/// Loads and lints a flows directory the way `serve` does.
+/// Loads and lints a flows directory the way `serve` does: flows, screens, the contract.
 func loadBundle(_ directory: String) -> FlowBundle {
-    FlowBundle.load(directory: URL(fileURLWithPath: directory).standardizedFileURL, catalog: applicationRegistry().catalog)
+    let url = URL(fileURLWithPath: directory).standardizedFileURL
+    let (contract, contractDiagnostics) = ContractLoader.load(directory: url)
+    var bundle = FlowBundle.load(
+        directory: url, catalog: applicationRegistry().catalog, extraChecks: contract.map { [ContractLinter(registry: $0).check] } ?? [])
+    bundle.diagnostics = (contractDiagnostics + bundle.diagnostics).ordered
+    return bundle
 }
 
 struct FlowsCommand: AsyncParsableCommand {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BatonContract
 import BatonFlows
 import BatonPostgres
 import BatonRuntime
@@ -41,6 +42,7 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = bootstrapLogging(configuration)
 
         let metrics = BatonMetrics()
+        let buckets = ClientBuckets()
         // Libraries that report through swift-metrics land in the same registry.
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics.registry))
 
@@ -65,12 +67,16 @@ struct ServeCommand: AsyncParsableCommand {
 
         // Flows: loaded and linted before anything listens; a broken flow stops the start.
         let registry = applicationRegistry()
-        let bundle = FlowBundle.load(
-            directory: URL(fileURLWithPath: configuration.flowsDirectory).standardizedFileURL, catalog: registry.catalog)
+        let flowsDirectory = URL(fileURLWithPath: configuration.flowsDirectory).standardizedFileURL
+        let (contract, contractDiagnostics) = ContractLoader.load(directory: flowsDirectory)
+        var bundle = FlowBundle.load(
+            directory: flowsDirectory, catalog: registry.catalog,
+            extraChecks: contract.map { [ContractLinter(registry: $0).check] } ?? [])
+        bundle.diagnostics = (contractDiagnostics + bundle.diagnostics).ordered
         for diagnostic in bundle.diagnostics where diagnostic.severity == .warning {
             logger.warning("flow lint", metadata: ["diagnostic": .string(diagnostic.description)])
         }
-        if bundle.diagnostics.hasErrors {
+        if bundle.diagnostics.hasErrors || contract == nil {
             await pool.close()
             try? database.embedded?.stop()
             let errors = bundle.diagnostics.filter { $0.severity == .error }
@@ -86,8 +92,9 @@ struct ServeCommand: AsyncParsableCommand {
             if !authenticator.isConfigured {
                 logger.warning("no bearer-token keys configured (BATON_JWT_HS256_SECRET / BATON_JWT_PUBLIC_KEYS): only device flows work")
             }
+            let fitter = ContractFitter(fitter: ScreenFitter(registry: contract!), metrics: metrics, buckets: buckets, logger: logger)
             runtime = FlowRuntime(
-                bundle: bundle, registry: registry, pool: pool, signer: signer, metrics: metrics, logger: logger)
+                bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, metrics: metrics, logger: logger)
             try await runtime.publishDefinitions()
         } catch {
             await pool.close()
@@ -100,7 +107,7 @@ struct ServeCommand: AsyncParsableCommand {
             BatonEnvironment(
                 configuration: configuration, pool: pool, migrator: migrator, metrics: metrics, logger: logger,
                 services: [DatabaseService(pool: pool, embedded: database.embedded, logger: logger)],
-                runtime: runtime, authenticator: authenticator))
+                runtime: runtime, authenticator: authenticator, contract: contract, buckets: buckets))
         logger.info(
             "listening",
             metadata: ["address": .string("http://\(configuration.httpHost):\(configuration.httpPort)")])

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonFlows
 import BatonPostgres
 import BatonRuntime
@@ -32,7 +33,7 @@ public enum TestApplication {
     /// With `flows`, it runs those flows with `registry` (and fails the test on lint errors).
     public static func environment(
         conninfo: String? = nil, migrator: Migrator? = nil, poolSize: Int = 4, flows: URL? = nil,
-        registry: FlowRegistry = FlowRegistry(), fitter: (any ReplyFitter)? = nil,
+        registry: FlowRegistry = FlowRegistry(), contract: URL? = nil,
         clock: @escaping @Sendable () -> Date = { Date() },
         configure: (inout BatonConfiguration) -> Void = { _ in }
     ) async throws -> BatonEnvironment {
@@ -49,14 +50,24 @@ public enum TestApplication {
             hs256Secret: configuration.jwtHS256Secret, publicKeys: configuration.jwtPublicKeys, issuer: configuration.jwtIssuer,
             audience: configuration.jwtAudience)
         var runtime: FlowRuntime?
+        var registryOfContract: ContractRegistry?
+        let buckets = ClientBuckets()
         if let flows {
-            let bundle = FlowBundle.load(directory: flows, catalog: registry.catalog)
+            let (contractRegistry, contractDiagnostics) = ContractLoader.load(
+                directory: contract ?? TestDatabase.repositoryRoot.appendingPathComponent("Flows"))
+            guard let contractRegistry, !contractDiagnostics.hasErrors else {
+                throw TestFailure("contract does not load:\n" + contractDiagnostics.map(\.description).joined(separator: "\n"))
+            }
+            let bundle = FlowBundle.load(
+                directory: flows, catalog: registry.catalog, extraChecks: [ContractLinter(registry: contractRegistry).check])
             if bundle.diagnostics.hasErrors {
                 throw TestFailure("test flows do not lint:\n" + bundle.diagnostics.map(\.description).joined(separator: "\n"))
             }
+            let fitter = ContractFitter(fitter: ScreenFitter(registry: contractRegistry), metrics: metrics, buckets: buckets, logger: logger)
             runtime = FlowRuntime(
                 bundle: bundle, registry: registry, pool: pool, signer: try PayloadSigner(configuration: signingKeys),
-                fitter: fitter ?? PassThroughFitter(), metrics: metrics, logger: logger, clock: clock)
+                fitter: fitter, metrics: metrics, logger: logger, clock: clock)
+            registryOfContract = contractRegistry
             try await runtime?.publishDefinitions()
         }
         return BatonEnvironment(
@@ -64,7 +75,7 @@ public enum TestApplication {
             migrator: try migrator ?? Migrator(directory: TestDatabase.migrationsDirectory),
             metrics: metrics, logger: logger,
             services: [DatabaseService(pool: pool, embedded: nil, logger: logger)],
-            runtime: runtime, authenticator: authenticator)
+            runtime: runtime, authenticator: authenticator, contract: registryOfContract, buckets: buckets)
     }
 
     /// The signer tests mint payloads with (the same keys the environments verify with).

@@ -1,3 +1,4 @@
+import BatonContract
 import BatonFlows
 import BatonPostgres
 import BatonRuntime
@@ -35,6 +36,10 @@ public final class BatonMetrics: Sendable {
         static var commandDuration: Family { Family(namespace: "baton", metricName: "command_duration", unitName: "seconds", helpText: "Time to answer a command, by flow: payload check, transaction, effects, encoding.") }
         static var sessionsStarted: Family { Family(namespace: "baton", metricName: "flow_sessions_started", unitName: "total", helpText: "Flow sessions started, by flow.") }
         static var sessionsFinished: Family { Family(namespace: "baton", metricName: "flow_sessions_finished", unitName: "total", helpText: "Flow sessions ended, by flow and result (completed, cancelled, expired).") }
+        static var componentsRendered: Family { Family(namespace: "baton", metricName: "components_rendered", unitName: "total", helpText: "Components sent to clients, by platform and contract version (the denominator of the fallback hit rate).") }
+        static var fallbackHits: Family { Family(namespace: "baton", metricName: "fallback_hits", unitName: "total", helpText: "Components (or actions) replaced by their fallback, by type, fallback, platform and contract version.") }
+        static var componentsOmitted: Family { Family(namespace: "baton", metricName: "components_omitted", unitName: "total", helpText: "Components dropped before sending, by type, reason, platform and contract version.") }
+        static var clientsUnsupported: Family { Family(namespace: "baton", metricName: "clients_unsupported", unitName: "total", helpText: "Requests from clients below the oldest supported contract version (answered with the update-required screen).") }
         static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
     }
 
@@ -114,6 +119,48 @@ public final class BatonMetrics: Sendable {
     }
     private let commandSeries = Mutex<[CommandSeriesKey: Counter]>([:])
     private let commandDurations = Mutex<[String: DurationHistogram]>([:])
+
+    // MARK: - Contract
+
+    private struct ContractSeriesKey: Hashable {
+        var family: String
+        var labels: [String]
+    }
+    private let contractSeries = Mutex<[ContractSeriesKey: Counter]>([:])
+
+    private func contractCounter(_ family: Family, _ labels: [(String, String)]) -> Counter {
+        let key = ContractSeriesKey(family: family.name, labels: labels.map(\.1))
+        return contractSeries.withLock { cache in
+            if let counter = cache[key] { return counter }
+            let counter = registry.makeCounter(descriptor: family, labels: labels)
+            cache[key] = counter
+            return counter
+        }
+    }
+
+    /// Records one fitted reply.
+    public func recordFit(_ report: FitReport, platform: String, contract: String) {
+        if report.rendered > 0 {
+            contractCounter(Families.componentsRendered, [("platform", platform), ("contract", contract)])
+                .increment(by: Int64(report.rendered))
+        }
+        for (hit, count) in report.fallbacks {
+            contractCounter(
+                Families.fallbackHits,
+                [("component", hit.component), ("fallback", hit.fallback), ("platform", platform), ("contract", contract)]
+            ).increment(by: Int64(count))
+        }
+        for (omission, count) in report.omissions {
+            contractCounter(
+                Families.componentsOmitted,
+                [("component", omission.component), ("reason", omission.reason.rawValue), ("platform", platform), ("contract", contract)]
+            ).increment(by: Int64(count))
+        }
+    }
+
+    public func recordUnsupportedClient(platform: String, contract: String) {
+        contractCounter(Families.clientsUnsupported, [("platform", platform), ("contract", contract)]).increment()
+    }
 
     // MARK: - Build
 

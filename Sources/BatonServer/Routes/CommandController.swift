@@ -1,3 +1,4 @@
+import BatonContract
 import BatonFlows
 import BatonJSON
 import BatonRuntime
@@ -7,6 +8,7 @@ import Hummingbird
 struct CommandController: Sendable {
     let runtime: FlowRuntime
     let authenticator: BearerAuthenticator
+    let screens: ScreenController
 
     func register(on router: Router<BatonRequestContext>, catalog: RouteCatalog) {
         router.on(.post, "/:version/command", catalog: catalog) { request, context in
@@ -17,6 +19,17 @@ struct CommandController: Sendable {
             let (payload, input) = try Self.parse(Array(buffer: body))
             let identity = try await ClientContext.identity(request, authenticator: authenticator)
             let profile = ClientContext.profile(request, contract: contract)
+            if screens.contract.effectiveVersion(contract) == nil {
+                // Too old to speak to: the answer is the update-required screen, nothing runs.
+                let screen: ScreenReply
+                do { screen = try await screens.updateRequired(profile: profile, identity: identity) } catch let error as CommandError {
+                    throw APIError(commandError: error)
+                }
+                var body: [UInt8] = Array(#"{"type":"screen","presentation":"replace","screen":"#.utf8)
+                body += screen.body
+                body.append(UInt8(ascii: "}"))
+                return Response.json(bytes: body, headers: [.cacheControl: "no-store"])
+            }
             let reply: CommandReply
             do {
                 reply = try await runtime.execute(payload: payload, input: input, identity: identity, profile: profile)

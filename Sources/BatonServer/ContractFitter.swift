@@ -1,0 +1,47 @@
+import BatonContract
+import BatonJSON
+import BatonRuntime
+import Logging
+import Synchronization
+
+/// Fits every screen and reply to the client's contract (the downgrade pass), counts what it
+/// did, and logs each blocked outbound URL once per origin.
+public final class ContractFitter: ReplyFitter {
+    public let fitter: ScreenFitter
+    let metrics: BatonMetrics
+    let buckets: ClientBuckets
+    let logger: Logger
+    private let loggedBlocks = Mutex<Set<String>>([])
+
+    public init(fitter: ScreenFitter, metrics: BatonMetrics, buckets: ClientBuckets, logger: Logger) {
+        self.fitter = fitter
+        self.metrics = metrics
+        self.buckets = buckets
+        self.logger = logger
+    }
+
+    public var registry: ContractRegistry { fitter.registry }
+
+    public func fit(_ reply: JSONValue, profile: ClientProfile, origin: String) -> JSONValue {
+        let version = registry.effectiveVersion(profile.contract) ?? registry.oldest
+        let client = ScreenFitter.Client(contract: version, capabilities: profile.capabilities)
+        let (fitted, report) = reply["type"] == "componentScreen"
+            ? fitter.fitScreen(reply, for: client) : fitter.fitReply(reply, for: client)
+        metrics.recordFit(
+            report, platform: buckets.platform(profile),
+            contract: buckets.contract(profile.contract, oldest: registry.oldest, newest: registry.newest))
+        for url in report.blockedURLs {
+            let key = origin + " " + url
+            let first = loggedBlocks.withLock { logged in
+                guard logged.count < 10_000 else { return false }
+                return logged.insert(key).inserted
+            }
+            if first {
+                logger.warning(
+                    "openUrl blocked by the outbound allowlist; its component was dropped",
+                    metadata: ["origin": .string(origin), "url": .string(String(url.prefix(200)))])
+            }
+        }
+        return fitted
+    }
+}
