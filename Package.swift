@@ -163,6 +163,11 @@ let package = Package(
             swiftSettings: testSettings
         ),
         .testTarget(
+            name: "BatonContractTests",
+            dependencies: ["BatonContract", "BatonFlows", "BatonJSON"],
+            swiftSettings: testSettings
+        ),
+        .testTarget(
             name: "BatonServerTests",
             dependencies: [
                 "BatonServer",

@@ -23,11 +23,19 @@ public struct FitReport: Sendable, Equatable {
     public struct Hit: Hashable, Sendable {
         public var component: String
         public var fallback: String
+        public init(component: String, fallback: String) {
+            self.component = component
+            self.fallback = fallback
+        }
     }
 
     public struct Omission: Hashable, Sendable {
         public var component: String
         public var reason: OmissionReason
+        public init(component: String, reason: OmissionReason) {
+            self.component = component
+            self.reason = reason
+        }
     }
 
     /// Components in the output.
@@ -210,38 +218,41 @@ public struct ScreenFitter: Sendable {
         }
     }
 
-    /// A renderable component: fit its action, children and nested components.
+    /// A renderable component: fit its actions first (a component whose action cannot be
+    /// performed goes, with everything inside it), then its children and nested components.
     private func finish(_ original: JSONObject, spec: ComponentSpec, client: Client, report: inout FitReport) -> JSONValue? {
         var object = original
         object["fallback"] = nil
-        var childrenOmitted = false
+        for (name, field) in spec.fields where field.type == .action {
+            guard let member = object[name] else { continue }
+            switch fitActionOutcome(member, client: client, report: &report) {
+            case .fitted(let fitted):
+                object[name] = fitted
+            case .unsupported:
+                report.omit(spec.name, .action)
+                omitDescendants(of: object, spec: spec, report: &report)
+                return nil
+            case .blocked:
+                report.omit(spec.name, .urlBlocked)
+                omitDescendants(of: object, spec: spec, report: &report)
+                return nil
+            }
+        }
+        var childrenEmpty = false
         for (name, field) in spec.fields {
             guard let member = object[name] else { continue }
             switch field.type {
-            case .action:
-                switch fitActionOutcome(member, client: client, report: &report) {
-                case .fitted(let fitted):
-                    object[name] = fitted
-                case .unsupported:
-                    report.omit(spec.name, .action)
-                    omitDescendants(of: object, spec: spec, report: &report)
-                    return nil
-                case .blocked:
-                    report.omit(spec.name, .urlBlocked)
-                    omitDescendants(of: object, spec: spec, report: &report)
-                    return nil
-                }
             case .component:
                 object[name] = fitComponent(member, client: client, report: &report)
             case .components:
                 let fitted = fitList(member.arrayValue ?? [], client: client, report: &report)
-                if name == spec.childrenField, fitted.isEmpty { childrenOmitted = true }
+                if name == spec.childrenField, fitted.isEmpty { childrenEmpty = true }
                 object[name] = .array(fitted)
             default:
                 break
             }
         }
-        if spec.isContainer, childrenOmitted || object[spec.childrenField!] == nil {
+        if let children = spec.childrenField, childrenEmpty || object[children] == nil {
             report.omit(spec.name, .empty)
             return nil
         }

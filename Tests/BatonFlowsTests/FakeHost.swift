@@ -77,7 +77,7 @@ enum Fixtures {
             CallSignature(name: "colours.order", arguments: [ArgumentSpec("colour")], outcomes: ["ordered", "failed"]),
         ],
         guards: [CallSignature(name: "colours.available", arguments: [ArgumentSpec("id")])],
-        loaders: [CallSignature(name: "colours.list", returnsList: true)])
+        loaders: [CallSignature(name: "colours.list", returnsList: true), CallSignature(name: "notes.mine", returnsList: true)])
 
     static let bundle = FlowBundle.load(directory: root.appendingPathComponent("Tests/Fixtures/flows"), catalog: catalog)
 

@@ -48,6 +48,11 @@ public enum TestFlows {
                 """, [name])[0].decode(Int.self, at: 0)
             return EffectResult("incremented", ["value": .int(value)])
         }
+        registry.loader("notes.mine", returnsList: true) { call in
+            .array(
+                try call.database.query("SELECT id, text FROM test_notes WHERE subject = $1 ORDER BY id", [call.subject.description])
+                    .map { ["id": .int(try $0.decode(Int.self, at: 0)), "text": .string(try $0.decode(String.self, at: 1))] })
+        }
         registry.loader("colours.list", returnsList: true) { _ in
             [["id": "red", "name": "Red"], ["id": "blue", "name": "Blue"], ["id": "green", "name": "Green"]]
         }
