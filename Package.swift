@@ -16,6 +16,10 @@ let package = Package(
         .executable(name: "baton", targets: ["baton"]),
         .library(name: "BatonServer", targets: ["BatonServer"]),
         .library(name: "BatonPostgres", targets: ["BatonPostgres"]),
+        .library(name: "BatonJSON", targets: ["BatonJSON"]),
+        .library(name: "BatonFlows", targets: ["BatonFlows"]),
+        .library(name: "BatonContract", targets: ["BatonContract"]),
+        .library(name: "BatonRuntime", targets: ["BatonRuntime"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -99,6 +103,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Flow tests: scenarios in Flows/tests/ walked against a runtime like a client would.
+        .target(
+            name: "BatonScenarios",
+            dependencies: ["BatonFlows", "BatonJSON", "BatonPostgres", "BatonRuntime"],
+            swiftSettings: swiftSettings
+        ),
         // HTTP: routes, middleware, configuration, metrics, lifecycle.
         .target(
             name: "BatonServer",
@@ -124,6 +134,7 @@ let package = Package(
             name: "baton",
             dependencies: [
                 "BatonBuiltinFlows",
+                "BatonScenarios",
                 "BatonContract",
                 "BatonFlows",
                 "BatonJSON",

@@ -4,5 +4,10 @@ import BatonRuntime
 /// any application registers its own effects, guards and loaders.
 public enum BuiltinFlows {
     /// Registers every built-in effect, guard and loader.
-    public static func register(into registry: inout FlowRegistry) {}
+    public static func register(into registry: inout FlowRegistry) {
+        Playlists.register(into: &registry)
+        Favourites.register(into: &registry)
+        ScanAndGo.register(into: &registry)
+        Account.register(into: &registry)
+    }
 }

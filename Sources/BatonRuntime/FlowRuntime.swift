@@ -147,6 +147,20 @@ public final class FlowRuntime: Sendable {
         }
     }
 
+    /// A start action's payload for `flow`, as a screen rendered now for this client would carry
+    /// it (for tools and tests that start flows directly).
+    public func mintStart(flow: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile) async throws -> String {
+        guard current[flow] != nil else { throw CommandError(.notFound, "there is no flow '\(flow)'") }
+        let now = clock()
+        return try await pool.withConnection { [self] db in
+            let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, db: db)
+            guard let payload = try encoder.start(flow: flow, parameters: parameters, title: nil)?["payload"]?.stringValue else {
+                throw CommandError(.forbidden, "flow '\(flow)' cannot run for this client")
+            }
+            return payload
+        }
+    }
+
     // MARK: - Screens
 
     /// Renders a screen template for this client: loaders run in one read-only snapshot,

@@ -26,7 +26,7 @@ struct FlowsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flows",
         abstract: "Work with flow definitions: lint them, draw them.",
-        subcommands: [LintCommand.self, GraphCommand.self]
+        subcommands: [LintCommand.self, GraphCommand.self, TestCommand.self]
     )
 
     struct LintCommand: AsyncParsableCommand {

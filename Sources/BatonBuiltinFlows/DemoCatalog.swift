@@ -1,0 +1,58 @@
+// The demo catalog, with fixed ids so scenarios and docs can name playlists and tracks.
+enum DemoCatalog {
+    static let playlists: [(id: String, name: String, description: String)] = [
+        ("11111111-0000-4000-8000-000000000001", "Baroque Essentials", "Bach, Vivaldi and friends, at their most joyful."),
+        ("11111111-0000-4000-8000-000000000002", "Road Trip Classics", "Windows down, volume up."),
+        ("11111111-0000-4000-8000-000000000003", "Late Night Jazz", "Smoke-free, low-lit, unhurried."),
+        ("11111111-0000-4000-8000-000000000004", "Morning Coffee", "Gentle songs for the first cup."),
+        ("11111111-0000-4000-8000-000000000005", "Indie Discoveries", "New voices worth a second listen."),
+        ("11111111-0000-4000-8000-000000000006", "Focus Flow", "Instrumentals that keep out of the way."),
+    ]
+    static let tracks: [(id: String, title: String, artist: String, seconds: Int)] = [
+        ("22222222-0000-4000-8000-000000000001", "Air on the G String", "J.S. Bach", 322),
+        ("22222222-0000-4000-8000-000000000002", "Spring (Allegro)", "Antonio Vivaldi", 213),
+        ("22222222-0000-4000-8000-000000000003", "Canon in D", "Johann Pachelbel", 305),
+        ("22222222-0000-4000-8000-000000000004", "Water Music: Hornpipe", "G.F. Handel", 178),
+        ("22222222-0000-4000-8000-000000000005", "Brandenburg Concerto No. 3", "J.S. Bach", 362),
+        ("22222222-0000-4000-8000-000000000006", "Summer (Presto)", "Antonio Vivaldi", 164),
+        ("22222222-0000-4000-8000-000000000007", "Highway Song", "The Open Roads", 241),
+        ("22222222-0000-4000-8000-000000000008", "Coastline", "Mira Vale", 256),
+        ("22222222-0000-4000-8000-000000000009", "Gasoline Sunset", "The Long Drives", 233),
+        ("22222222-0000-4000-8000-000000000010", "Miles to Go", "Kit Harbor", 198),
+        ("22222222-0000-4000-8000-000000000011", "Rear View", "Nova Lane", 214),
+        ("22222222-0000-4000-8000-000000000012", "Open Country", "The Wanderers", 270),
+        ("22222222-0000-4000-8000-000000000013", "Blue Hour", "Theo Marsh Trio", 391),
+        ("22222222-0000-4000-8000-000000000014", "Smoke Rings", "Lena Ray", 287),
+        ("22222222-0000-4000-8000-000000000015", "After Midnight", "Sam Colter Quartet", 344),
+        ("22222222-0000-4000-8000-000000000016", "Velvet Steps", "Ada Brooks", 301),
+        ("22222222-0000-4000-8000-000000000017", "Last Call", "The Night Owls", 276),
+        ("22222222-0000-4000-8000-000000000018", "Moonlit Avenue", "June Okafor", 318),
+        ("22222222-0000-4000-8000-000000000019", "First Light", "Pale Harbour", 203),
+        ("22222222-0000-4000-8000-000000000020", "Steam and Honey", "Ivy North", 189),
+        ("22222222-0000-4000-8000-000000000021", "Slow Sunday", "The Kettles", 221),
+        ("22222222-0000-4000-8000-000000000022", "Windowsill", "Oona Park", 176),
+        ("22222222-0000-4000-8000-000000000023", "Little Rituals", "Field Notes", 207),
+        ("22222222-0000-4000-8000-000000000024", "Porch Song", "Hollis Gray", 194),
+        ("22222222-0000-4000-8000-000000000025", "Paper Planets", "Wren & the Lanterns", 232),
+        ("22222222-0000-4000-8000-000000000026", "Static Bloom", "Velvet Static", 248),
+        ("22222222-0000-4000-8000-000000000027", "Northern Lines", "Kestrel", 219),
+        ("22222222-0000-4000-8000-000000000028", "Quiet Riot Girl", "Moth Theory", 201),
+        ("22222222-0000-4000-8000-000000000029", "Glasshouse", "The Pale Suns", 265),
+        ("22222222-0000-4000-8000-000000000030", "Small Hours", "Juniper Coast", 238),
+        ("22222222-0000-4000-8000-000000000031", "Deep Work", "Signal Garden", 420),
+        ("22222222-0000-4000-8000-000000000032", "Flow State", "Lumen", 365),
+        ("22222222-0000-4000-8000-000000000033", "Library Rain", "Quiet Machines", 301),
+        ("22222222-0000-4000-8000-000000000034", "Monochrome", "Ambient Office", 288),
+        ("22222222-0000-4000-8000-000000000035", "Long Form", "Parallax", 402),
+        ("22222222-0000-4000-8000-000000000036", "Still Water", "Tessellate", 333),
+    ]
+    /// Tracks of each catalog playlist, by index into `tracks`.
+    static let contents: [[Int]] = [
+        [0, 1, 2, 3, 4, 5, 16, 10, 18],
+        [6, 7, 8, 9, 10, 11, 26, 1, 2],
+        [12, 13, 14, 15, 16, 17, 32, 23, 3],
+        [18, 19, 20, 21, 22, 23, 11, 24, 1],
+        [24, 25, 26, 27, 28, 29, 35, 16, 6],
+        [30, 31, 32, 33, 34, 35, 1, 2, 13],
+    ]
+}

@@ -1,0 +1,49 @@
+import BatonFlows
+import BatonJSON
+import BatonPostgres
+import BatonRuntime
+import Foundation
+
+/// Favourite playlists. Adding twice or removing what is not there changes nothing: both are
+/// safe to repeat.
+enum Favourites {
+    static func register(into registry: inout FlowRegistry) {
+        registry.loader("favourites.list", returnsList: true) { call in
+            let subject = try call.user()
+            return .array(
+                try call.database.query(
+                    """
+                    SELECT p.id, p.name, p.description, p.artwork, count(t.track_id)
+                    FROM favourites f JOIN playlists p ON p.id = f.playlist_id
+                    LEFT JOIN playlist_tracks t ON t.playlist_id = p.id
+                    WHERE f.subject = $1 AND (p.is_public OR p.owner = $1)
+                    GROUP BY p.id, f.created_at ORDER BY f.created_at DESC
+                    """, [subject]
+                ).map(Playlists.summary))
+        }
+
+        registry.effect("favourites.add", arguments: [ArgumentSpec("playlist")], outcomes: ["added"]) { call in
+            let subject = try call.user()
+            let id = try call.uuid("playlist")
+            let name = try visibleName(call, id)
+            try call.database.query(
+                "INSERT INTO favourites (subject, playlist_id) VALUES ($1, $2) ON CONFLICT DO NOTHING", [subject, id])
+            return EffectResult("added", ["name": .string(name)])
+        }
+
+        registry.effect("favourites.remove", arguments: [ArgumentSpec("playlist")], outcomes: ["removed"]) { call in
+            let subject = try call.user()
+            let id = try call.uuid("playlist")
+            let name = try visibleName(call, id)
+            try call.database.query("DELETE FROM favourites WHERE subject = $1 AND playlist_id = $2", [subject, id])
+            return EffectResult("removed", ["name": .string(name)])
+        }
+    }
+
+    static func visibleName(_ call: FlowInvocation, _ id: UUID) throws -> String {
+        guard let row = try call.database.query(
+            "SELECT name FROM playlists WHERE id = $1 AND (is_public OR owner = $2)", [id, call.subject.description]
+        ).first else { throw FlowCallError.notFound("no such playlist") }
+        return try row.decode(String.self, at: 0)
+    }
+}

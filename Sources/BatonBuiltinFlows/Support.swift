@@ -1,0 +1,30 @@
+import BatonFlows
+import BatonJSON
+import BatonPostgres
+import BatonRuntime
+import Foundation
+
+extension FlowInvocation {
+    /// A UUID argument; anything else is "not found" (ids come from links and payloads).
+    func uuid(_ name: String) throws -> UUID {
+        guard let text = optionalString(name), let id = UUID(uuidString: text) else {
+            throw FlowCallError.notFound("no such \(name)")
+        }
+        return id
+    }
+
+    /// The signed-in user's subject, or 401 for screens that show a user's own data.
+    func user() throws -> String {
+        guard subject.kind == .user else { throw FlowCallError.unauthenticated("sign in to see this") }
+        return subject.description
+    }
+}
+
+extension UUID {
+    var lowercased: String { uuidString.lowercased() }
+}
+
+/// `m:ss` for a track length.
+func formatDuration(_ seconds: Int) -> String {
+    "\(seconds / 60):" + String(format: "%02d", seconds % 60)
+}

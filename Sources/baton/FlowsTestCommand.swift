@@ -1,0 +1,89 @@
+import ArgumentParser
+import BatonBuiltinFlows
+import BatonContract
+import BatonFlows
+import BatonPostgres
+import BatonRuntime
+import BatonScenarios
+import BatonServer
+import Foundation
+import Logging
+
+extension FlowsCommand {
+    struct TestCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "test",
+            abstract: "Run the scenarios in Flows/tests/ against a throwaway database with the demo data.",
+            discussion: "Each scenario gets a fresh database. Exit 1 if any step fails."
+        )
+
+        @Argument(help: "The scenarios directory (default: <flows-dir>/tests).")
+        var directory: String?
+
+        @Option(help: "The flows directory.")
+        var flowsDir: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+
+        @Option(help: "Only scenarios whose name contains this text.")
+        var filter: String?
+
+        @Option(help: "Migrations directory.")
+        var migrationsDir: String = "Migrations"
+
+        func run() async throws {
+            let bundle = loadBundle(flowsDir)
+            if bundle.diagnostics.hasErrors {
+                bundle.diagnostics.filter { $0.severity == .error }.forEach { print($0) }
+                fail("the flows do not lint; fix them first")
+            }
+            let testsDirectory = URL(fileURLWithPath: directory ?? (flowsDir + "/tests")).standardizedFileURL
+            var (scenarios, diagnostics) = Scenario.loadAll(directory: testsDirectory)
+            diagnostics.forEach { print($0) }
+            if diagnostics.hasErrors { fail("the scenarios do not load") }
+            if let filter { scenarios = scenarios.filter { $0.name.localizedCaseInsensitiveContains(filter) } }
+            guard !scenarios.isEmpty else { fail("no scenarios in \(testsDirectory.path)") }
+
+            var logger = Logger(label: "baton-flows-test")
+            logger.logLevel = .critical
+            let cluster = EmbeddedPostgres(
+                configuration: .init(
+                    directory: URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-flows-test-\(getpid())"),
+                    databaseName: "postgres", settings: ["fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"]))
+            let admin: String
+            do {
+                admin = try cluster.start()
+                try cluster.stopWhenThisProcessExits(removeDirectory: true)
+                _ = try cluster.createDatabase("scenario_template")
+            } catch { fail("could not start a throwaway PostgreSQL: \(error)") }
+            defer { try? cluster.forceStop() }
+
+            let templatePool = PostgresPool(configuration: .init(conninfo: try Conninfo.replacing(admin, with: ["dbname": "scenario_template"]), maxConnections: 1))
+            try await Migrator(directory: URL(fileURLWithPath: migrationsDir)).migrate(on: templatePool)
+            _ = try await templatePool.withConnection { try DemoData.seed($0) }
+            await templatePool.close()
+
+            let (contract, _) = ContractLoader.load(directory: URL(fileURLWithPath: flowsDir).standardizedFileURL)
+            let registry = applicationRegistry()
+            var failed = 0
+            for (index, scenario) in scenarios.enumerated() {
+                let conninfo = try cluster.createDatabase("scenario_\(index)", template: "scenario_template")
+                let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 4))
+                let signer = try PayloadSigner(keys: [("test", (0..<32).map { _ in UInt8.random(in: 0...255) })])
+                let fitter = ContractFitter(
+                    fitter: ScreenFitter(registry: contract!), metrics: BatonMetrics(), buckets: ClientBuckets(), logger: logger)
+                let runtime = FlowRuntime(bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, logger: logger)
+                try await runtime.publishDefinitions()
+                let result = await ScenarioRunner(runtime: runtime, pool: pool).run(scenario)
+                await pool.close()
+                if result.passed {
+                    print("✓ \(scenario.name)  (\(scenario.file), \(result.stepsRun) steps)")
+                } else {
+                    failed += 1
+                    print("✗ \(scenario.name)  (\(scenario.file))")
+                    for failure in result.failures { print("    \(failure)") }
+                }
+            }
+            print("\(scenarios.count - failed) of \(scenarios.count) scenario(s) passed")
+            if failed > 0 { throw ExitCode(1) }
+        }
+    }
+}
