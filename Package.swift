@@ -181,6 +181,8 @@ let package = Package(
         .testTarget(
             name: "BatonServerTests",
             dependencies: [
+                "BatonBuiltinFlows",
+                "BatonScenarios",
                 "BatonServer",
                 "BatonTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),

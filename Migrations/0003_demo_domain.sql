@@ -5,7 +5,9 @@
 CREATE TABLE playlists (
     id uuid PRIMARY KEY,
     owner text,
-    name text NOT NULL CHECK (char_length(name) BETWEEN 1 AND 100),
+    -- The flows allow 1–100 characters as people see them (grapheme clusters) and at most four
+    -- code points per character (combining marks); char_length counts code points.
+    name text NOT NULL CHECK (char_length(name) BETWEEN 1 AND 400),
     description text,
     artwork text,
     is_public boolean NOT NULL DEFAULT false,

@@ -377,6 +377,8 @@ extension Result where Failure == InputProblem {
 public enum InputCheck {
     /// Default upper bound when a text input sets none: keeps rows and responses sane.
     public static let defaultMaxLength = 1000
+    /// Code points allowed per counted character (combining marks, emoji sequences).
+    public static let maxCodePointsPerCharacter = 4
 
     /// Picks the first accepted member of the input, normalises it and checks it. Returns
     /// the normalised value or a message for the user.
@@ -407,6 +409,11 @@ public enum InputCheck {
         let maximum = rules.maxLength ?? defaultMaxLength
         if length > maximum {
             return .failure(InputProblem(message: "Use at most \(maximum) characters (this has \(length))."))
+        }
+        // Characters are counted as people see them; a few of them can hide hundreds of
+        // combining marks. Bound the code points too, so storage limits are never surprised.
+        if text.unicodeScalars.count > maximum * maxCodePointsPerCharacter {
+            return .failure(InputProblem(message: "That is too long: it has too many accents or combining marks."))
         }
         if let pattern = rules.pattern, !PatternCache.wholeMatch(pattern, text) {
             let message = rules.patternMessage?.render(scope.with("input", .object(["value": .string(text)])))

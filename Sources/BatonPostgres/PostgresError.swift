@@ -81,6 +81,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the server refused the data itself — a data exception (class 22: a value too long,
+    /// malformed, out of range) or an integrity violation (class 23: a check, a foreign key) —
+    /// rather than the statement or the connection failing.
+    public var isDataRejection: Bool {
+        guard code == .server, let sqlState else { return false }
+        return sqlState.hasPrefix("22") || sqlState.hasPrefix("23")
+    }
+
     /// Whether the error is a unique-constraint violation (SQLSTATE 23505).
     public var isUniqueViolation: Bool { sqlState == SQLState.uniqueViolation }
 

@@ -117,6 +117,12 @@ public final class FlowRuntime: Sendable {
         } catch let error as FlowCallError {
             metrics.commandFinished(flow: flowLabel(claims.flow), outcome: .invalid, duration: ContinuousClock.now - started)
             throw CommandError(error, flow: claims.flow)
+        } catch let error as PostgresError where error.isDataRejection {
+            // Input reached a database rule the flow's own validation should have stopped: the
+            // command is refused (the transaction rolled back); the gap is worth a warning.
+            metrics.commandFinished(flow: flowLabel(claims.flow), outcome: .invalid, duration: ContinuousClock.now - started)
+            logger.warning("the database refused a command's data", metadata: ["flow": .string(claims.flow), "sqlstate": .string(error.sqlState ?? "")])
+            throw CommandError(.invalidRequest, "the input was refused: it breaks a data rule", flow: claims.flow)
         }
     }
 
@@ -185,6 +191,8 @@ public final class FlowRuntime: Sendable {
             throw CommandError(.invalidRequest, error.message)
         } catch let error as FlowCallError {
             throw CommandError(error, flow: nil)
+        } catch let error as PostgresError where error.isDataRejection {
+            throw CommandError(.invalidRequest, "a parameter was refused: it breaks a data rule")
         }
     }
 

@@ -78,6 +78,25 @@ struct FlowEngineTests {
         #expect(!host.recorded.contains { $0.hasPrefix("effect") })
     }
 
+    @Test("length counts characters as people see them, and caps the code points hiding behind them")
+    func graphemes() throws {
+        let rules = InputValidation(
+            accept: ["text"], trim: true, uppercase: false, minLength: 1, maxLength: 5, pattern: nil, patternMessage: nil,
+            required: true, location: nil)
+        // Five characters, each a letter with a combining accent: fine.
+        #expect(try InputCheck.validate(rules, input: ["text": "e\u{301}e\u{301}e\u{301}e\u{301}e\u{301}"], scope: TemplateScope()).get()
+            == "e\u{301}e\u{301}e\u{301}e\u{301}e\u{301}")
+        // Family emoji: one character, several code points.
+        #expect((try? InputCheck.validate(rules, input: ["text": "👨‍👩‍👧"], scope: TemplateScope()).get()) != nil)
+        // Two characters carrying 30 combining marks: refused with a reason, not stored.
+        let zalgo = "a" + String(repeating: "\u{301}", count: 15) + "b" + String(repeating: "\u{302}", count: 15)
+        guard case .failure(let problem) = InputCheck.validate(rules, input: ["text": .string(zalgo)], scope: TemplateScope()) else {
+            Issue.record("zalgo accepted")
+            return
+        }
+        #expect(problem.message.hasPrefix("That is too long"))
+    }
+
     @Test("cancel leads to a refresh terminal that records the session as cancelled")
     func cancel() throws {
         let engine = Fixtures.engine("note-create")
