@@ -80,9 +80,9 @@ struct FlowEngineTests {
 
     @Test("length counts characters as people see them, and caps the code points hiding behind them")
     func graphemes() throws {
-        let rules = InputValidation(
-            accept: ["text"], trim: true, uppercase: false, minLength: 1, maxLength: 5, pattern: nil, patternMessage: nil,
-            required: true, location: nil)
+        var rules = InputValidation.text
+        rules.minLength = 1
+        rules.maxLength = 5
         // Five characters, each a letter with a combining accent: fine.
         #expect(try InputCheck.validate(rules, input: ["text": "e\u{301}e\u{301}e\u{301}e\u{301}e\u{301}"], scope: TemplateScope()).get()
             == "e\u{301}e\u{301}e\u{301}e\u{301}e\u{301}")
