@@ -69,6 +69,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Deep links: a strict URL parser, the allowlist in Flows/deeplinks.yaml, and the
+        // decisions for incoming links and outgoing openUrl targets. Pure: no I/O.
+        .target(
+            name: "BatonDeepLinks",
+            dependencies: ["BatonFlows", "BatonJSON"],
+            swiftSettings: swiftSettings
+        ),
         // Runs commands: payloads, sessions, the command log, effects in one transaction.
         .target(
             name: "BatonRuntime",
@@ -151,6 +158,11 @@ let package = Package(
         .testTarget(
             name: "BatonFlowsTests",
             dependencies: ["BatonFlows", "BatonJSON"],
+            swiftSettings: testSettings
+        ),
+        .testTarget(
+            name: "BatonDeepLinksTests",
+            dependencies: ["BatonDeepLinks"],
             swiftSettings: testSettings
         ),
         .testTarget(
