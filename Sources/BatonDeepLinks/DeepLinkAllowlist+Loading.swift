@@ -25,7 +25,7 @@ extension DeepLinkAllowlist {
             return (nil, [diagnostic])
         case .success(let root):
             var reader = AllowlistReader()
-            let allowlist = reader.allowlist(root, file: file)
+            let allowlist = reader.allowlist(root)
             let diagnostics = reader.diagnostics.ordered
             return (diagnostics.hasErrors ? nil : allowlist, diagnostics)
         }
@@ -41,7 +41,7 @@ struct AllowlistReader {
         diagnostics.append(.error(message, at: location))
     }
 
-    mutating func allowlist(_ root: SourceNode, file: String) -> DeepLinkAllowlist {
+    mutating func allowlist(_ root: SourceNode) -> DeepLinkAllowlist {
         _ = pairs(root, allowed: DeepLinkAllowlist.Keys.file, what: "the allowlist file")
         var entries: [DeepLinkEntry] = []
         if let links = root["links"] {
@@ -60,7 +60,7 @@ struct AllowlistReader {
                 error("outbound must be a mapping of schemes to rules", rules.location)
             }
         }
-        return DeepLinkAllowlist(entries: entries, outbound: outbound, file: file)
+        return DeepLinkAllowlist(entries: entries, outbound: outbound)
     }
 
     // MARK: Entries

@@ -9,13 +9,10 @@ public struct DeepLinkAllowlist: Sendable {
     public let entries: [DeepLinkEntry]
     /// Where `openUrl` actions may point, one rule per scheme.
     public let outbound: [OutboundRule]
-    /// The file it was read from, for messages.
-    public let file: String
 
-    init(entries: [DeepLinkEntry], outbound: [OutboundRule], file: String) {
+    init(entries: [DeepLinkEntry], outbound: [OutboundRule]) {
         self.entries = entries
         self.outbound = outbound
-        self.file = file
     }
 }
 
@@ -37,11 +34,6 @@ public struct DeepLinkEntry: Sendable {
     public let location: SourceLocation
     /// Where the target is named, for lint messages.
     public let targetLocation: SourceLocation
-
-    /// The link parameter called `name`, from the path or the query.
-    public func parameter(named name: String) -> LinkParameter? {
-        pathParameters.first { $0.name == name } ?? queryParameters.first { $0.name == name }
-    }
 }
 
 /// Where an allowed deep link leads.
