@@ -79,6 +79,13 @@ let package = Package(
             dependencies: ["BatonFlows", "BatonJSON"],
             swiftSettings: swiftSettings
         ),
+        // Deep links: a strict URL parser, the allowlist in Flows/deeplinks.yaml, and the
+        // decisions for incoming links and outgoing openUrl targets. Pure: no I/O.
+        .target(
+            name: "BatonDeepLinks",
+            dependencies: ["BatonFlows", "BatonJSON"],
+            swiftSettings: swiftSettings
+        ),
         // Runs commands: payloads, sessions, the command log, effects in one transaction.
         .target(
             name: "BatonRuntime",
@@ -176,6 +183,11 @@ let package = Package(
         .testTarget(
             name: "BatonContractTests",
             dependencies: ["BatonContract", "BatonFlows", "BatonJSON"],
+            swiftSettings: testSettings
+        ),
+        .testTarget(
+            name: "BatonDeepLinksTests",
+            dependencies: ["BatonDeepLinks", "BatonFlows", "BatonJSON"],
             swiftSettings: testSettings
         ),
         .testTarget(
