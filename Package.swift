@@ -121,6 +121,7 @@ let package = Package(
             name: "BatonServer",
             dependencies: [
                 "BatonContract",
+                "BatonDeepLinks",
                 "BatonFlows",
                 "BatonJSON",
                 "BatonPostgres",
@@ -141,6 +142,7 @@ let package = Package(
             name: "baton",
             dependencies: [
                 "BatonBuiltinFlows",
+                "BatonDeepLinks",
                 "BatonScenarios",
                 "BatonContract",
                 "BatonFlows",
@@ -159,6 +161,7 @@ let package = Package(
             name: "BatonTestSupport",
             dependencies: [
                 "BatonContract",
+                "BatonDeepLinks",
                 "BatonFlows",
                 "BatonPostgres",
                 "BatonRuntime",

@@ -1,4 +1,5 @@
 import BatonContract
+import BatonDeepLinks
 import BatonFlows
 import BatonJSON
 import BatonPostgres
@@ -22,6 +23,8 @@ public struct BatonEnvironment: Sendable {
     public var authenticator: BearerAuthenticator
     /// The component contract (with a runtime: the screens endpoint and the downgrade pass).
     public var contract: ContractRegistry?
+    /// The deep-link allowlist (with a runtime: `/deeplinks/resolve`).
+    public var allowlist: DeepLinkAllowlist?
     /// Buckets client labels for metrics (shared with the contract fitter).
     public let buckets: ClientBuckets
     /// Every route the application registers (filled by ``buildApplication(_:)``).
@@ -30,8 +33,9 @@ public struct BatonEnvironment: Sendable {
     public init(
         configuration: BatonConfiguration, pool: PostgresPool, migrator: Migrator, metrics: BatonMetrics, logger: Logger,
         services: [any Service] = [], runtime: FlowRuntime? = nil, authenticator: BearerAuthenticator,
-        contract: ContractRegistry? = nil, buckets: ClientBuckets = ClientBuckets()
+        contract: ContractRegistry? = nil, allowlist: DeepLinkAllowlist? = nil, buckets: ClientBuckets = ClientBuckets()
     ) {
+        self.allowlist = allowlist
         self.contract = contract
         self.buckets = buckets
         self.runtime = runtime
@@ -68,6 +72,7 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     if environment.runtime != nil, environment.contract != nil {
         contributions.append(OpenAPIDocument.commands)
         contributions.append(OpenAPIDocument.screens(environment.contract!))
+        if environment.allowlist != nil { contributions.append(OpenAPIDocument.deepLinks) }
     }
     if environment.configuration.diagnostics { contributions.append(OpenAPIDocument.diagnostics) }
     let openAPI = JSONEncoding.encode(OpenAPIDocument.make(version: BatonVersion.current, extensions: contributions))
@@ -81,6 +86,12 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
             buckets: environment.buckets)
         screens.register(on: router, catalog: catalog)
         CommandController(runtime: runtime, authenticator: environment.authenticator, screens: screens).register(on: router, catalog: catalog)
+        if let allowlist = environment.allowlist {
+            DeepLinkController(
+                runtime: runtime, authenticator: environment.authenticator, allowlist: allowlist, screens: screens,
+                metrics: environment.metrics
+            ).register(on: router, catalog: catalog)
+        }
         environment.metrics.prepare(flows: runtime.bundle.flows.keys.sorted())
         services.append(SessionExpiryService(runtime: runtime, interval: .seconds(60), logger: environment.logger))
     }

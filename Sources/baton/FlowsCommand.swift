@@ -1,6 +1,7 @@
 import ArgumentParser
 import BatonBuiltinFlows
 import BatonContract
+import BatonServer
 import BatonFlows
 import BatonRuntime
 import Foundation
@@ -12,14 +13,10 @@ func applicationRegistry() -> FlowRegistry {
     return registry
 }
 
-/// Loads and lints a flows directory the way `serve` does: flows, screens, the contract.
-func loadBundle(_ directory: String) -> FlowBundle {
-    let url = URL(fileURLWithPath: directory).standardizedFileURL
-    let (contract, contractDiagnostics) = ContractLoader.load(directory: url)
-    var bundle = FlowBundle.load(
-        directory: url, catalog: applicationRegistry().catalog, extraChecks: contract.map { [ContractLinter(registry: $0).check] } ?? [])
-    bundle.diagnostics = (contractDiagnostics + bundle.diagnostics).ordered
-    return bundle
+/// Loads and lints a flows directory the way `serve` does: flows, screens, the contract, the
+/// deep-link allowlist.
+func loadDefinitions(_ directory: String) -> FlowDefinitions {
+    FlowDefinitions.load(directory: URL(fileURLWithPath: directory).standardizedFileURL, catalog: applicationRegistry().catalog)
 }
 
 struct FlowsCommand: AsyncParsableCommand {
@@ -42,10 +39,11 @@ struct FlowsCommand: AsyncParsableCommand {
         var strict = false
 
         func run() async throws {
-            let bundle = loadBundle(directory)
-            for diagnostic in bundle.diagnostics { print(diagnostic) }
-            let errors = bundle.diagnostics.filter { $0.severity == .error }.count
-            let warnings = bundle.diagnostics.count - errors
+            let definitions = loadDefinitions(directory)
+            let bundle = definitions.bundle
+            for diagnostic in definitions.diagnostics { print(diagnostic) }
+            let errors = definitions.diagnostics.filter { $0.severity == .error }.count
+            let warnings = definitions.diagnostics.count - errors
             let summary = "\(bundle.flows.count) flow(s), \(bundle.screens.count) screen(s): \(errors) error(s), \(warnings) warning(s)"
             FileHandle.standardError.write(Data((summary + "\n").utf8))
             if errors > 0 || (strict && warnings > 0) { throw ExitCode(1) }
@@ -69,7 +67,7 @@ struct FlowsCommand: AsyncParsableCommand {
 
         func run() async throws {
             guard let format = FlowGraph.Format(rawValue: format) else { fail("--format must be mermaid or dot") }
-            let bundle = loadBundle(flowsDir)
+            let bundle = loadDefinitions(flowsDir).bundle
             guard let definition = bundle.flows[flow] else {
                 let known = bundle.flows.keys.sorted().joined(separator: ", ")
                 fail("no flow '\(flow)' in \(flowsDir) (flows: \(known.isEmpty ? "none" : known))")

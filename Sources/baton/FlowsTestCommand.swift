@@ -30,9 +30,10 @@ extension FlowsCommand {
         var migrationsDir: String = "Migrations"
 
         func run() async throws {
-            let bundle = loadBundle(flowsDir)
-            if bundle.diagnostics.hasErrors {
-                bundle.diagnostics.filter { $0.severity == .error }.forEach { print($0) }
+            let definitions = loadDefinitions(flowsDir)
+            let bundle = definitions.bundle
+            if !definitions.isServable {
+                definitions.diagnostics.filter { $0.severity == .error }.forEach { print($0) }
                 fail("the flows do not lint; fix them first")
             }
             let testsDirectory = URL(fileURLWithPath: directory ?? (flowsDir + "/tests")).standardizedFileURL
@@ -61,15 +62,13 @@ extension FlowsCommand {
             _ = try await templatePool.withConnection { try DemoData.seed($0) }
             await templatePool.close()
 
-            let (contract, _) = ContractLoader.load(directory: URL(fileURLWithPath: flowsDir).standardizedFileURL)
             let registry = applicationRegistry()
             var failed = 0
             for (index, scenario) in scenarios.enumerated() {
                 let conninfo = try cluster.createDatabase("scenario_\(index)", template: "scenario_template")
                 let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 4))
                 let signer = try PayloadSigner(keys: [("test", (0..<32).map { _ in UInt8.random(in: 0...255) })])
-                let fitter = ContractFitter(
-                    fitter: ScreenFitter(registry: contract!), metrics: BatonMetrics(), buckets: ClientBuckets(), logger: logger)
+                let fitter = definitions.fitter(metrics: BatonMetrics(), buckets: ClientBuckets(), logger: logger)!
                 let runtime = FlowRuntime(bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, logger: logger)
                 try await runtime.publishDefinitions()
                 let result = await ScenarioRunner(runtime: runtime, pool: pool).run(scenario)

@@ -67,19 +67,16 @@ struct ServeCommand: AsyncParsableCommand {
 
         // Flows: loaded and linted before anything listens; a broken flow stops the start.
         let registry = applicationRegistry()
-        let flowsDirectory = URL(fileURLWithPath: configuration.flowsDirectory).standardizedFileURL
-        let (contract, contractDiagnostics) = ContractLoader.load(directory: flowsDirectory)
-        var bundle = FlowBundle.load(
-            directory: flowsDirectory, catalog: registry.catalog,
-            extraChecks: contract.map { [ContractLinter(registry: $0).check] } ?? [])
-        bundle.diagnostics = (contractDiagnostics + bundle.diagnostics).ordered
-        for diagnostic in bundle.diagnostics where diagnostic.severity == .warning {
+        let definitions = FlowDefinitions.load(
+            directory: URL(fileURLWithPath: configuration.flowsDirectory).standardizedFileURL, catalog: registry.catalog)
+        let bundle = definitions.bundle
+        for diagnostic in definitions.diagnostics where diagnostic.severity == .warning {
             logger.warning("flow lint", metadata: ["diagnostic": .string(diagnostic.description)])
         }
-        if bundle.diagnostics.hasErrors || contract == nil {
+        guard definitions.isServable, let fitter = definitions.fitter(metrics: metrics, buckets: buckets, logger: logger) else {
             await pool.close()
             try? database.embedded?.stop()
-            let errors = bundle.diagnostics.filter { $0.severity == .error }
+            let errors = definitions.diagnostics.filter { $0.severity == .error }
             fail("the flows in \(configuration.flowsDirectory) have \(errors.count) error(s); not starting:\n" + errors.map(\.description).joined(separator: "\n"))
         }
         let runtime: FlowRuntime
@@ -92,7 +89,6 @@ struct ServeCommand: AsyncParsableCommand {
             if !authenticator.isConfigured {
                 logger.warning("no bearer-token keys configured (BATON_JWT_HS256_SECRET / BATON_JWT_PUBLIC_KEYS): only device flows work")
             }
-            let fitter = ContractFitter(fitter: ScreenFitter(registry: contract!), metrics: metrics, buckets: buckets, logger: logger)
             runtime = FlowRuntime(
                 bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, metrics: metrics, logger: logger)
             try await runtime.publishDefinitions()
@@ -107,7 +103,8 @@ struct ServeCommand: AsyncParsableCommand {
             BatonEnvironment(
                 configuration: configuration, pool: pool, migrator: migrator, metrics: metrics, logger: logger,
                 services: [DatabaseService(pool: pool, embedded: database.embedded, logger: logger)],
-                runtime: runtime, authenticator: authenticator, contract: contract, buckets: buckets))
+                runtime: runtime, authenticator: authenticator, contract: definitions.contract, allowlist: definitions.allowlist,
+                buckets: buckets))
         logger.info(
             "listening",
             metadata: ["address": .string("http://\(configuration.httpHost):\(configuration.httpPort)")])

@@ -33,7 +33,7 @@ public enum TestApplication {
     /// With `flows`, it runs those flows with `registry` (and fails the test on lint errors).
     public static func environment(
         conninfo: String? = nil, migrator: Migrator? = nil, poolSize: Int = 4, flows: URL? = nil,
-        registry: FlowRegistry = FlowRegistry(), contract: URL? = nil,
+        registry: FlowRegistry = FlowRegistry(), contract: URL? = nil, allowlist: URL? = nil,
         clock: @escaping @Sendable () -> Date = { Date() },
         configure: (inout BatonConfiguration) -> Void = { _ in }
     ) async throws -> BatonEnvironment {
@@ -50,24 +50,21 @@ public enum TestApplication {
             hs256Secret: configuration.jwtHS256Secret, publicKeys: configuration.jwtPublicKeys, issuer: configuration.jwtIssuer,
             audience: configuration.jwtAudience)
         var runtime: FlowRuntime?
-        var registryOfContract: ContractRegistry?
+        var definitions: FlowDefinitions?
         let buckets = ClientBuckets()
         if let flows {
-            let (contractRegistry, contractDiagnostics) = ContractLoader.load(
-                directory: contract ?? TestDatabase.repositoryRoot.appendingPathComponent("Flows"))
-            guard let contractRegistry, !contractDiagnostics.hasErrors else {
-                throw TestFailure("contract does not load:\n" + contractDiagnostics.map(\.description).joined(separator: "\n"))
+            let repositoryFlows = TestDatabase.repositoryRoot.appendingPathComponent("Flows")
+            let ownAllowlist = FileManager.default.fileExists(atPath: flows.appendingPathComponent("deeplinks.yaml").path)
+            let loaded = FlowDefinitions.load(
+                directory: flows, catalog: registry.catalog, contractDirectory: contract ?? repositoryFlows,
+                allowlistDirectory: allowlist ?? (ownAllowlist ? flows : repositoryFlows))
+            guard loaded.isServable, let fitter = loaded.fitter(metrics: metrics, buckets: buckets, logger: logger) else {
+                throw TestFailure("test flows do not lint:\n" + loaded.diagnostics.map(\.description).joined(separator: "\n"))
             }
-            let bundle = FlowBundle.load(
-                directory: flows, catalog: registry.catalog, extraChecks: [ContractLinter(registry: contractRegistry).check])
-            if bundle.diagnostics.hasErrors {
-                throw TestFailure("test flows do not lint:\n" + bundle.diagnostics.map(\.description).joined(separator: "\n"))
-            }
-            let fitter = ContractFitter(fitter: ScreenFitter(registry: contractRegistry), metrics: metrics, buckets: buckets, logger: logger)
             runtime = FlowRuntime(
-                bundle: bundle, registry: registry, pool: pool, signer: try PayloadSigner(configuration: signingKeys),
+                bundle: loaded.bundle, registry: registry, pool: pool, signer: try PayloadSigner(configuration: signingKeys),
                 fitter: fitter, metrics: metrics, logger: logger, clock: clock)
-            registryOfContract = contractRegistry
+            definitions = loaded
             try await runtime?.publishDefinitions()
         }
         return BatonEnvironment(
@@ -75,7 +72,8 @@ public enum TestApplication {
             migrator: try migrator ?? Migrator(directory: TestDatabase.migrationsDirectory),
             metrics: metrics, logger: logger,
             services: [DatabaseService(pool: pool, embedded: nil, logger: logger)],
-            runtime: runtime, authenticator: authenticator, contract: registryOfContract, buckets: buckets)
+            runtime: runtime, authenticator: authenticator, contract: definitions?.contract, allowlist: definitions?.allowlist,
+            buckets: buckets)
     }
 
     /// The signer tests mint payloads with (the same keys the environments verify with).

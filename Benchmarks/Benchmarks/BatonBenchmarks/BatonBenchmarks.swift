@@ -29,14 +29,14 @@ func largeScreen() -> JSONValue {
         var components: [JSONValue] = []
         for index in 0..<20 {
             switch index % 10 {
-            case 0: components.append(["type": "artworkRow", "id": next(), "title": "Track \(index)", "subtitle": "Artist — Album", "artwork": "https://img.example/a\(index).jpg", "action": start])
-            case 1: components.append(["type": "detailRow", "id": next(), "title": "Row \(index)", "subtitle": "Subtitle", "action": command])
+            case 0: components.append(["type": "artworkRow", "id": next(), "title": .string("Track \(index)"), "subtitle": "Artist — Album", "artwork": .string("https://img.example/a\(index).jpg"), "action": start])
+            case 1: components.append(["type": "detailRow", "id": next(), "title": .string("Row \(index)"), "subtitle": "Subtitle", "action": command])
             case 2: components.append(["type": "text", "id": next(), "text": "Some “quoted” text with unicode ✓ and an escape \\ in it"])
             case 3: components.append(["type": "badge", "id": next(), "text": "New"])
             case 4: components.append(["type": "richText", "id": next(), "markdown": "**Bold** and _italic_", "text": "Bold and italic"])
             case 5: components.append(["type": "button", "id": next(), "title": "Share", "action": ["type": "share", "text": "Listen to this"]])
             case 6: components.append(["type": "barcodeScanner", "id": next(), "title": "Scan", "prompt": "Label", "action": command])
-            case 7: components.append(["type": "image", "id": next(), "url": "https://img.example/i\(index).jpg", "alt": "Cover"])
+            case 7: components.append(["type": "image", "id": next(), "url": .string("https://img.example/i\(index).jpg"), "alt": "Cover"])
             case 8: components.append(["type": "button", "id": next(), "title": "Open", "action": start])
             default: components.append(["type": "spacer", "id": next(), "size": "small"])
             }

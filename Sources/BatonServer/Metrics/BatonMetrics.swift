@@ -40,6 +40,7 @@ public final class BatonMetrics: Sendable {
         static var fallbackHits: Family { Family(namespace: "baton", metricName: "fallback_hits", unitName: "total", helpText: "Components (or actions) replaced by their fallback, by type, fallback, platform and contract version.") }
         static var componentsOmitted: Family { Family(namespace: "baton", metricName: "components_omitted", unitName: "total", helpText: "Components dropped before sending, by type, reason, platform and contract version.") }
         static var clientsUnsupported: Family { Family(namespace: "baton", metricName: "clients_unsupported", unitName: "total", helpText: "Requests from clients below the oldest supported contract version (answered with the update-required screen).") }
+        static var deepLinks: Family { Family(namespace: "baton", metricName: "deeplinks", unitName: "total", helpText: "Deep links resolved, by result (allowed, rejected) and reason.") }
         static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
     }
 
@@ -156,6 +157,11 @@ public final class BatonMetrics: Sendable {
                 [("component", omission.component), ("reason", omission.reason.rawValue), ("platform", platform), ("contract", contract)]
             ).increment(by: Int64(count))
         }
+    }
+
+    /// Counts one deep-link decision (labels from the allowlist's bounded reason set).
+    public func recordDeepLink(_ dimensions: [(String, String)]) {
+        contractCounter(Families.deepLinks, dimensions).increment()
     }
 
     public func recordUnsupportedClient(platform: String, contract: String) {

@@ -171,3 +171,38 @@ extension OpenAPIDocument {
             tags: [["name": "diagnostics", "description": "Off unless BATON_DIAGNOSTICS=true."]])
     }
 }
+
+extension OpenAPIDocument {
+    /// `POST /{version}/deeplinks/resolve` (PROTOCOL §4).
+    static var deepLinks: OpenAPIContribution {
+        OpenAPIContribution(
+            paths: [
+                "/{version}/deeplinks/resolve": [
+                    "post": operation(
+                        id: "resolveDeepLink",
+                        summary: "Resolve a deep link: the first answer of its flow (started for the caller) or its screen; refused links answer error/link_not_allowed.",
+                        tags: ["deep links"],
+                        parameters: [["name": "version", "in": "path", "required": true, "schema": ["type": "string", "pattern": "^v[0-9]{1,5}$"]]],
+                        requestBody: [
+                            "required": true,
+                            "content": [
+                                "application/json": [
+                                    "schema": [
+                                        "type": "object", "required": ["url"],
+                                        "properties": ["url": ["type": "string", "maxLength": 2048, "examples": ["exampleapp://scan-and-go?location=UT-0001"]]],
+                                    ]
+                                ]
+                            ],
+                        ],
+                        responses: [
+                            "200": jsonResponse(
+                                "The flow's first answer, a screen, or {type: error, code: link_not_allowed, reason}.", ref("CommandResponse")),
+                            "400": errorResponse("invalid_json or invalid_request."),
+                            "401": errorResponse("unauthenticated: the link's flow needs a signed-in user."),
+                            "503": errorResponse("unavailable."),
+                        ])
+                ]
+            ],
+            tags: [["name": "deep links", "description": "Links from NFC tags, e-mails and other apps, checked against Flows/deeplinks.yaml."]])
+    }
+}

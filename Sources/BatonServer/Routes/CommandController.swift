@@ -21,14 +21,8 @@ struct CommandController: Sendable {
             let profile = ClientContext.profile(request, contract: contract)
             if screens.contract.effectiveVersion(contract) == nil {
                 // Too old to speak to: the answer is the update-required screen, nothing runs.
-                let screen: ScreenReply
-                do { screen = try await screens.updateRequired(profile: profile, identity: identity) } catch let error as CommandError {
-                    throw APIError(commandError: error)
-                }
-                var body: [UInt8] = Array(#"{"type":"screen","presentation":"replace","screen":"#.utf8)
-                body += screen.body
-                body.append(UInt8(ascii: "}"))
-                return Response.json(bytes: body, headers: [.cacheControl: "no-store"])
+                return Response.json(
+                    bytes: try await screens.updateRequiredReply(profile: profile, identity: identity), headers: [.cacheControl: "no-store"])
             }
             let reply: CommandReply
             do {

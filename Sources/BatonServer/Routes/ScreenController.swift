@@ -61,6 +61,18 @@ struct ScreenController: Sendable {
         return try await runtime.renderScreen(Self.updateRequired, parameters: [:], identity: identity, profile: oldest)
     }
 
+    /// The update-required screen as a command-style answer (`{"type":"screen",…}`).
+    func updateRequiredReply(profile: ClientProfile, identity: ClientIdentity) async throws -> [UInt8] {
+        let screen: ScreenReply
+        do { screen = try await updateRequired(profile: profile, identity: identity) } catch let error as CommandError {
+            throw APIError(commandError: error)
+        }
+        var body: [UInt8] = Array(#"{"type":"screen","presentation":"replace","screen":"#.utf8)
+        body += screen.body
+        body.append(UInt8(ascii: "}"))
+        return body
+    }
+
     /// Query items as screen parameters; a repeated name is refused rather than guessed.
     static func parameters(_ request: Request) throws -> JSONObject {
         var parameters = JSONObject()
