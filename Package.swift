@@ -179,6 +179,11 @@ let package = Package(
             swiftSettings: testSettings
         ),
         .testTarget(
+            name: "BatonJSONTests",
+            dependencies: ["BatonJSON"],
+            swiftSettings: testSettings
+        ),
+        .testTarget(
             name: "BatonFlowsTests",
             dependencies: ["BatonFlows", "BatonJSON"],
             swiftSettings: testSettings

@@ -5,17 +5,18 @@ import Foundation
 import Logging
 import Synchronization
 
-/// Fits a reply to the client before it is sent: the contract layer replaces components the
+/// Fits a reply to the client and encodes it: the contract layer replaces components the
 /// client cannot render with their fallbacks, drops what it cannot show, and counts both.
 public protocol ReplyFitter: Sendable {
+    /// The wire bytes of `reply` as this client can render it.
     /// - Parameter origin: the flow or screen that produced the reply (for logs and metrics).
-    func fit(_ reply: JSONValue, profile: ClientProfile, origin: String) -> JSONValue
+    func encode(_ reply: JSONValue, profile: ClientProfile, origin: String) -> [UInt8]
 }
 
-/// Drops components whose action could not be signed for this client, nothing else.
+/// Encodes replies as they are (tools and tests without a contract).
 public struct PassThroughFitter: ReplyFitter {
     public init() {}
-    public func fit(_ reply: JSONValue, profile: ClientProfile, origin: String) -> JSONValue { reply }
+    public func encode(_ reply: JSONValue, profile: ClientProfile, origin: String) -> [UInt8] { JSONEncoding.encode(reply) }
 }
 
 /// Where the runtime reports what happened (Prometheus in the server, nothing in tools).
@@ -184,8 +185,8 @@ public final class FlowRuntime: Sendable {
                 let screen = try ScreenRendering.render(
                     template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil))
                 let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, db: db)
-                let fitted = fitter.fit(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
-                return ScreenReply(body: JSONEncoding.encode(fitted))
+                let body = fitter.encode(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
+                return ScreenReply(body: body)
             }
         } catch let error as FlowEngineError where error.kind == .invalidParameters {
             throw CommandError(.invalidRequest, error.message)
@@ -334,8 +335,8 @@ public final class FlowRuntime: Sendable {
         let encoder = makeEncoder(
             session: (session.subject, session.flow, session.id, session.step, Int(session.expiresAt.timeIntervalSince1970)),
             identity: identity, profile: profile, now: now, db: db)
-        let json = fitter.fit(try encoder.encode(reply), profile: profile, origin: "flow:\(session.flow)")
-        return (String(decoding: JSONEncoding.encode(json), as: UTF8.self), Self.outcome(of: reply))
+        let body = fitter.encode(try encoder.encode(reply), profile: profile, origin: "flow:\(session.flow)")
+        return (String(decoding: body, as: UTF8.self), Self.outcome(of: reply))
     }
 
     func makeEncoder(

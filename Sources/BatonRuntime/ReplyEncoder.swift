@@ -100,11 +100,28 @@ struct ReplyEncoder {
     /// Signs every action in a screen: `{type: command, event}` becomes a command of this
     /// session, `{type: startFlow, flow, params}` a start payload. An action that cannot be
     /// signed for this client becomes `{type: unavailable}`, which the contract pass drops
-    /// along with its component.
+    /// along with its component. Parts with nothing to sign are kept as they are, not copied.
     func mintActions(in value: JSONValue) throws -> JSONValue {
+        try minted(value) ?? value
+    }
+
+    /// `value` with its actions signed, or nil when there was nothing to sign in it.
+    private func minted(_ value: JSONValue) throws -> JSONValue? {
         switch value {
         case .array(let items):
-            return .array(try items.map(mintActions))
+            var output: [JSONValue]?  // a copy, made on the first change
+            for (index, item) in items.enumerated() {
+                guard let changed = try minted(item) else {
+                    output?.append(item)
+                    continue
+                }
+                if output == nil {
+                    output = Array(items[..<index])
+                    output!.reserveCapacity(items.count)
+                }
+                output!.append(changed)
+            }
+            return output.map(JSONValue.array)
         case .object(let object):
             switch object["type"]?.stringValue {
             case "command" where object["event"] != nil && object["payload"] == nil:
@@ -119,13 +136,16 @@ struct ReplyEncoder {
                 for (key, member) in object where !["type", "flow", "params", "title"].contains(key) { minted[key] = member }
                 return .object(minted)
             default:
-                var copy = JSONObject()
-                copy.reserveCapacity(object.count)
-                for (key, member) in object { copy[key] = try mintActions(in: member) }
-                return .object(copy)
+                var output: JSONObject?  // a copy, made on the first change
+                for (key, member) in object {
+                    guard let changed = try minted(member) else { continue }
+                    if output == nil { output = object }
+                    output![key] = changed
+                }
+                return output.map(JSONValue.object)
             }
         default:
-            return value
+            return nil
         }
     }
 }

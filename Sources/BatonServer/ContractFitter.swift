@@ -22,11 +22,11 @@ public final class ContractFitter: ReplyFitter {
 
     public var registry: ContractRegistry { fitter.registry }
 
-    public func fit(_ reply: JSONValue, profile: ClientProfile, origin: String) -> JSONValue {
+    public func encode(_ reply: JSONValue, profile: ClientProfile, origin: String) -> [UInt8] {
         let version = registry.effectiveVersion(profile.contract) ?? registry.oldest
         let client = ScreenFitter.Client(contract: version, capabilities: profile.capabilities)
-        let (fitted, report) = reply["type"] == "componentScreen"
-            ? fitter.fitScreen(reply, for: client) : fitter.fitReply(reply, for: client)
+        let (bytes, report) = reply["type"] == "componentScreen"
+            ? fitter.encodeScreen(reply, for: client) : fitter.encodeReply(reply, for: client)
         metrics.recordFit(
             report, platform: buckets.platform(profile),
             contract: buckets.contract(profile.contract, oldest: registry.oldest, newest: registry.newest))
@@ -42,6 +42,6 @@ public final class ContractFitter: ReplyFitter {
                     metadata: ["origin": .string(origin), "url": .string(String(url.prefix(200)))])
             }
         }
-        return fitted
+        return bytes
     }
 }

@@ -196,6 +196,40 @@ struct ScreenFitterTests {
         #expect(fitted["retry"]?["type"] == "command")
         #expect(report.totalFallbacks == 1)
     }
+
+    // The pass writes bytes as it walks; these pin the bytes themselves (an ETag is their hash).
+
+    @Test("a replacement is written in a fixed member order: type, id, mapped fields by name, constants")
+    func replacementBytes() {
+        let row: JSONValue = ["type": "artworkRow", "subtitle": "S", "id": "r", "title": "T", "artwork": "https://i/a.png", "action": F.command]
+        let (bytes, _) = fitter.encodeScreen(F.screen([row]), for: F.client(1))
+        let expected = #"{"type":"componentScreen","id":"s","sections":[{"id":"main","components":[{"type":"detailRow","id":"r","#
+            + #""action":{"type":"command","url":"/v3/command","payload":"p"},"image":"https://i/a.png","subtitle":"S","title":"T"}]}]}"#
+        #expect(String(decoding: bytes, as: UTF8.self) == expected)
+    }
+
+    @Test("what the client renders as it is comes out byte for byte as it went in, members in their order")
+    func keptBytes() {
+        let components: [JSONValue] = [
+            ["id": "t", "type": "text", "text": "Tab\there “quoted”"],
+            ["type": "list", "id": "l", "components": [["type": "detailRow", "id": "d", "title": "Row", "action": F.command]]],
+            ["type": "barcodeScanner", "id": "b", "title": "Scan", "action": F.command],
+        ]
+        let screen = F.screen(components, header: ["type": "artworkHeader", "id": "h", "title": "T", "artwork": "https://i/h.png"], buttons: [["title": "Share", "action": ["type": "share", "text": "x"]]])
+        let (bytes, report) = fitter.encodeScreen(screen, for: F.client(3, ["barcode_scanner", "share_sheet"]))
+        #expect(bytes == JSONEncoding.encode(screen))
+        #expect(report.totalFallbacks == 0 && report.totalOmissions == 0 && report.rendered == 5)
+    }
+
+    @Test("a retyped action keeps its members in place; a dropped member leaves no stray comma")
+    func retypedAndDroppedBytes() {
+        let button: JSONValue = ["type": "button", "id": "b", "action": ["payload": "p", "type": "startFlow", "url": "/v1/command"], "title": "Go"]
+        let badge: JSONValue = ["type": "badge", "id": "x", "text": "New"]
+        let (bytes, _) = fitter.encodeScreen(F.screen([badge, button, badge]), for: F.client(1))
+        let expected = #"{"type":"componentScreen","id":"s","sections":[{"id":"main","components":[{"type":"button","id":"b","#
+            + #""action":{"payload":"p","type":"command","url":"/v1/command"},"title":"Go"}]}]}"#
+        #expect(String(decoding: bytes, as: UTF8.self) == expected)
+    }
 }
 
 @Suite("Downgrade pass, property-style")
