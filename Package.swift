@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
@@ -94,6 +95,7 @@ let package = Package(
                 "BatonJSON",
                 "BatonPostgres",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -7,7 +7,7 @@
 public enum JSONEncoding {
     /// The compact UTF-8 encoding of `value`.
     public static func encode(_ value: JSONValue) -> [UInt8] {
-        var writer = JSONWriter()
+        var writer = JSONWriter(capacity: 1024)
         writer.write(value)
         return writer.bytes()
     }
@@ -130,7 +130,8 @@ package struct JSONWriter: ~Copyable {
     /// moves eight bytes at a time while none of them needs an escape (most strings never do).
     private mutating func writeString(_ bytes: UnsafeBufferPointer<UInt8>) {
         let length = bytes.count
-        reserve(length &+ 2)
+        // Room for the quotes and for a short string's word, stored whole (8 bytes).
+        reserve(length &+ 10)
         var out = count
         base[out] = UInt8(ascii: "\"")
         out &+= 1
@@ -143,7 +144,6 @@ package struct JSONWriter: ~Copyable {
             // Short strings (most member names): the bytes in one word, padded with spaces.
             let word = Self.shortWord(source, length: length)
             if !Self.mayNeedEscaping(word) {
-                reserve(length &+ 9)
                 UnsafeMutableRawPointer(base + out).storeBytes(of: word, as: UInt64.self)
                 out &+= length
                 base[out] = UInt8(ascii: "\"")

@@ -1,5 +1,6 @@
 import BatonJSON
 import Crypto
+import ExtrasBase64
 import Foundation
 
 /// What a command payload says, once its signature has been checked.
@@ -116,10 +117,12 @@ public struct PayloadSigner: Sendable {
         var parsed: [(id: String, secret: [UInt8])] = []
         for entry in configuration.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !entry.isEmpty {
             let parts = entry.split(separator: ":", maxSplits: 1)
-            guard parts.count == 2, let secret = Data(base64Encoded: String(parts[1])) ?? Data(base64URLEncoded: String(parts[1])) else {
+            guard parts.count == 2,
+                let secret = Data(base64Encoded: String(parts[1])).map(Array.init) ?? Self.base64URL(decoding: parts[1].utf8)
+            else {
                 throw KeyError(description: "BATON_SIGNING_KEYS entries look like keyid:base64secret; '\(parts.first ?? "")' does not")
             }
-            parsed.append((String(parts[0]), Array(secret)))
+            parsed.append((String(parts[0]), secret))
         }
         try self.init(keys: parsed)
     }
@@ -133,14 +136,14 @@ public struct PayloadSigner: Sendable {
         claims.keyID = keys[0].id
         let body = JSONEncoding.encode(claims.json)
         let mac = HMAC<SHA256>.authenticationCode(for: body, using: keys[0].key)
-        return Data(body).base64URLEncodedString() + "." + Data(mac).base64URLEncodedString()
+        return Self.base64URL(body) + "." + Self.base64URL(Array(mac))
     }
 
     /// Checks a payload and returns its claims.
     public func verify(_ payload: String, now: Date = Date()) -> Result<PayloadClaims, Failure> {
         guard payload.utf8.count <= Self.maxLength else { return .failure(.invalid("the payload is too long")) }
-        let parts = payload.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let body = Data(base64URLEncoded: String(parts[0])), let mac = Data(base64URLEncoded: String(parts[1])),
+        let parts = payload.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 2, let body = Self.base64URL(decoding: parts[0]), let mac = Self.base64URL(decoding: parts[1]),
             mac.count == SHA256.byteCount
         else {
             return .failure(.invalid("the payload is not one Baton minted"))
@@ -161,6 +164,16 @@ public struct PayloadSigner: Sendable {
         return .success(claims)
     }
 
+    /// RFC 4648 §5 base64url without padding.
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        Base64.encodeToString(bytes: bytes, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+    }
+
+    /// base64url without padding, strictly: padding, whitespace or the other alphabet refuse.
+    static func base64URL(decoding text: Substring.UTF8View) -> [UInt8]? {
+        try? Base64.decode(bytes: text, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+    }
+
     /// A stable identifier derived from a payload's bytes (start payloads name their session
     /// this way, so repeats of one start find the same session).
     public static func sessionID(forStartPayload payload: String) -> UUID {
@@ -169,20 +182,5 @@ public struct PayloadSigner: Sendable {
         bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
         return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
                            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
-    }
-}
-
-extension Data {
-    /// RFC 4648 §5 base64url without padding.
-    func base64URLEncodedString() -> String {
-        base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    init?(base64URLEncoded text: String) {
-        guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        self.init(base64Encoded: base64)
     }
 }

@@ -105,6 +105,14 @@ struct JSONEncodingTests {
         #expect(Self.encoded(.object(object)) == #"{"zeta":1,"alpha":{"nested":[{},[]],"k\"ey":"v"},"mid":[]}"#)
     }
 
+    @Test("short strings across every growth of the buffer are written whole")
+    func growthWithShortStrings() throws {
+        // Lengths 0–9 in turn, so every kind of string write lands on a buffer boundary.
+        let strings = (0..<20_000).map { String(repeating: "k", count: $0 % 10) + ($0 % 7 == 0 ? "\"" : "") }
+        let bytes = JSONEncoding.encode(.array(strings.map(JSONValue.string)))
+        #expect(try Self.parsed(bytes) as? [String] == strings)
+    }
+
     @Test("output far past the first buffer (megabytes) is whole and parses back")
     func largeOutput() throws {
         let long = String(repeating: "0123456789abcdef", count: 4096) + "\n"

@@ -1,0 +1,107 @@
+import BatonJSON
+import Foundation
+import Testing
+
+/// The parser against JSONTestSuite (from ../shared/corpora/json): every document the RFC
+/// accepts parses, every one it refuses is refused, none of the implementation-defined ones
+/// crashes.
+@Suite("JSON parsing")
+struct JSONParsingTests {
+    static let suite = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/corpora/json/JSONTestSuite/test_parsing")
+
+    static func files(_ prefix: String) throws -> [(name: String, bytes: [UInt8])] {
+        try FileManager.default.contentsOfDirectory(atPath: suite.path).filter { $0.hasPrefix(prefix) }.sorted()
+            .map { ($0, Array(try Data(contentsOf: suite.appendingPathComponent($0)))) }
+    }
+
+    @Test("y_*: every document that must be accepted parses, the same as Foundation reads it")
+    func accepted() throws {
+        let cases = try Self.files("y_")
+        #expect(cases.count > 90)
+        for (name, bytes) in cases {
+            do {
+                let value = try JSONValue.parse(bytes, maxDepth: 512)
+                // Same content as Foundation's own reading, through a round trip of ours.
+                let ours = try JSONSerialization.jsonObject(with: Data(JSONEncoding.encode(value)), options: [.fragmentsAllowed])
+                let theirs = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+                #expect(Self.same(ours, theirs), "\(name)")
+            } catch {
+                Issue.record("\(name): \(error)")
+            }
+        }
+    }
+
+    /// Foundation values compared as JSON: numbers by value (Foundation may read one as a
+    /// Decimal where ours is a Double), the rest as they are.
+    static func same(_ a: Any, _ b: Any) -> Bool {
+        switch (a, b) {
+        case (let x as [Any], let y as [Any]): return x.count == y.count && zip(x, y).allSatisfy { same($0, $1) }
+        case (let x as [String: Any], let y as [String: Any]):
+            return x.count == y.count && x.allSatisfy { key, value in y[key].map { same(value, $0) } ?? false }
+        case (let x as NSNumber, let y as NSNumber):
+            let (p, q) = (x.doubleValue, y.doubleValue)
+            return p == q || abs(p - q) <= abs(q) * 1e-12
+        default: return NSArray(object: a).isEqual(NSArray(object: b))
+        }
+    }
+
+    @Test("n_*: every document that must be refused is refused, with a message saying where")
+    func refused() throws {
+        let cases = try Self.files("n_")
+        #expect(cases.count > 180)
+        for (name, bytes) in cases {
+            #expect(throws: JSONValue.ParseError.self, "\(name)") { try JSONValue.parse(bytes) }
+        }
+        let error = try #require(throws: JSONValue.ParseError.self) { try JSONValue.parse(Array(#"{"a": [1, 2,]}"#.utf8)) }
+        #expect(error.description == "not valid JSON: unexpected character at byte 12")
+    }
+
+    @Test("i_*: implementation-defined documents are either read or refused, never a crash")
+    func implementationDefined() throws {
+        let cases = try Self.files("i_")
+        #expect(cases.count > 30)
+        for (_, bytes) in cases { _ = try? JSONValue.parse(bytes) }
+    }
+
+    @Test("members keep document order; a repeated key keeps its first place and its last value")
+    func order() throws {
+        let value = try JSONValue.parse(Array(#"{"z": 1, "a": {"y": true, "b": null}, "z": "again"}"#.utf8))
+        #expect(value.objectValue?.keys.elements == ["z", "a"])
+        #expect(value["z"] == "again")
+        #expect(value["a"]?.objectValue?.keys.elements == ["y", "b"])
+    }
+
+    @Test("numbers: whole numbers that fit are integers, others doubles; out-of-range numbers are refused")
+    func numbers() throws {
+        #expect(try JSONValue.parse(Array("-0".utf8)) == .int(0))
+        #expect(try JSONValue.parse(Array("9223372036854775807".utf8)) == .int(Int.max))
+        #expect(try JSONValue.parse(Array("-9223372036854775808".utf8)) == .int(Int.min))
+        #expect(try JSONValue.parse(Array("9223372036854775808".utf8)) == .double(9_223_372_036_854_775_808))
+        #expect(try JSONValue.parse(Array("1.5e3".utf8)) == .double(1500))
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(Array("1e400".utf8)) }
+    }
+
+    @Test("depth: nesting past the limit is refused before it can exhaust the stack")
+    func depth() throws {
+        let deep = Array(String(repeating: "[", count: 100_000).utf8)
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(deep) }
+        let ok = Array((String(repeating: "[", count: 64) + String(repeating: "]", count: 64)).utf8)
+        #expect(throws: Never.self) { try JSONValue.parse(ok) }
+        let tooDeep = Array((String(repeating: "{\"a\":", count: 65) + "1" + String(repeating: "}", count: 65)).utf8)
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(tooDeep) }
+    }
+
+    @Test("what the encoder writes, the parser reads back unchanged (naughty strings included)")
+    func roundTrip() throws {
+        let corpus = Self.suite.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("user-input/blns/blns.json")
+        let strings = try JSONDecoder().decode([String].self, from: Data(contentsOf: corpus))
+        var object = JSONObject()
+        for (index, text) in strings.enumerated() { object[text] = [.string(text), .int(index), .double(Double(index) / 3), .bool(index % 2 == 0), .null] }
+        let value = JSONValue.object(object)
+        let back = try JSONValue.parse(JSONEncoding.encode(value))
+        #expect(back == value)
+        #expect(JSONEncoding.encode(back) == JSONEncoding.encode(value))
+    }
+}
