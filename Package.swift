@@ -100,6 +100,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // `baton client`: a terminal walk-through of a running server.
+        .target(
+            name: "BatonClient",
+            dependencies: ["BatonJSON"],
+            swiftSettings: swiftSettings
+        ),
         // The built-in flows' domain: playlists, favourites, shipments. Registers on the engine
         // like any application would.
         .target(
@@ -144,6 +150,7 @@ let package = Package(
             name: "baton",
             dependencies: [
                 "BatonBuiltinFlows",
+                "BatonClient",
                 "BatonDeepLinks",
                 "BatonScenarios",
                 "BatonContract",
@@ -153,7 +160,10 @@ let package = Package(
                 "BatonServer",
                 "BatonPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -204,6 +214,7 @@ let package = Package(
             name: "BatonServerTests",
             dependencies: [
                 "BatonBuiltinFlows",
+                "BatonClient",
                 "BatonScenarios",
                 "BatonServer",
                 "BatonTestSupport",

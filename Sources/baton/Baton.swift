@@ -8,7 +8,10 @@ struct Baton: AsyncParsableCommand {
         abstract: "Server-driven flows for native apps.",
         discussion: "With no DATABASE_URL, commands that need a database start a private PostgreSQL cluster under .baton/.",
         version: BatonVersion.current,
-        subcommands: [ServeCommand.self, MigrateCommand.self, SeedCommand.self, FlowsCommand.self, LinksCommand.self],
+        subcommands: [
+            ServeCommand.self, MigrateCommand.self, SeedCommand.self, FlowsCommand.self, LinksCommand.self, ClientCommand.self,
+            TokenCommand.self,
+        ],
         defaultSubcommand: ServeCommand.self
     )
 }

@@ -129,7 +129,9 @@ func signingKeys(_ configuration: BatonConfiguration, embedded: Bool, logger: Lo
     for index in bytes.indices { bytes[index] = UInt8.random(in: .min ... .max, using: &generator) }
     let line = "local:" + Data(bytes).base64EncodedString()
     try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-    FileManager.default.createFile(atPath: file.path, contents: Data(line.utf8), attributes: [.posixPermissions: 0o600])
+    guard FileManager.default.createFile(atPath: file.path, contents: Data(line.utf8), attributes: [.posixPermissions: 0o600]) else {
+        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: file.path])
+    }
     logger.notice("generated a development signing key", metadata: ["file": .string(file.path)])
     return try PayloadSigner(configuration: line)
 }

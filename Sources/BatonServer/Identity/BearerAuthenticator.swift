@@ -62,6 +62,24 @@ public final class BearerAuthenticator: Sendable {
         self.isConfigured = configured
     }
 
+    /// The HS256 secret `scripts/run.sh` serves with on a laptop; never for production.
+    public static let developmentSecret = "development-jwt-secret-not-for-production"
+
+    /// An HS256 token for `subject`, for development and tools (`baton token`, `baton
+    /// client`): production tokens come from the identity provider.
+    public static func developmentToken(
+        subject: String, secret: String, issuer: String? = nil, audience: String? = nil, lifetime: Duration = .seconds(3600)
+    ) async throws -> String {
+        guard secret.utf8.count >= 16 else { throw Failure(description: "BATON_JWT_HS256_SECRET must be at least 16 bytes") }
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+        let expires = Date().addingTimeInterval(Double(lifetime.components.seconds))
+        return try await keys.sign(
+            Claims(
+                sub: SubjectClaim(value: subject), exp: ExpirationClaim(value: expires), nbf: nil,
+                iss: issuer.map { IssuerClaim(value: $0) }, aud: audience.map { AudienceClaim(value: [$0]) }))
+    }
+
     static func pemEntries(_ configuration: String?) -> [(name: String, pem: String)] {
         guard let configuration, !configuration.isEmpty else { return [] }
         if configuration.contains("-----BEGIN") {

@@ -1,0 +1,127 @@
+import ArgumentParser
+import AsyncHTTPClient
+import BatonClient
+import BatonServer
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// `baton client`: walk a running server's screens and flows from a terminal.
+struct ClientCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "client",
+        abstract: "Walk a running Baton from the terminal: see screens as text, follow actions, answer inputs.",
+        discussion: """
+            Type an item's number to follow its action (m1, m2… for the menu), b to go back, r to reload, q to quit.
+            With --user, a development token is minted from BATON_JWT_HS256_SECRET (default: the development \
+            secret scripts/run.sh serves with); with --device, the client is an anonymous device (App Clip).
+            """
+    )
+
+    @Argument(help: "The screen to open, with an optional query: home, catalog, 'playlist?id=…'.")
+    var screen: String = "home"
+
+    @Option(help: "The server's base URL.")
+    var url: String = "http://127.0.0.1:8080"
+
+    @Option(help: "Sign in as this user id (mints a development token).")
+    var user: String?
+
+    @Option(help: "A bearer token to send as is.")
+    var token: String?
+
+    @Option(help: "Be an anonymous device with this id (a UUID).")
+    var device: String?
+
+    @Option(help: "The contract version the client speaks.")
+    var contract: Int = 3
+
+    @Option(help: "ios, android, web, appclip, widget.")
+    var platform: String = "ios"
+
+    @Option(help: "Device capabilities, comma-separated (e.g. barcode_scanner).")
+    var capabilities: String = "barcode_scanner"
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws {
+        var bearer = token
+        if let user, bearer == nil {
+            do { bearer = try await developmentToken(subject: user, common: common) } catch { fail("\(error)") }
+        }
+        if bearer == nil, device == nil {
+            say("(neither --user, --token nor --device: the server will treat this client as anonymous)")
+        }
+        let identity = ClientIdentityOptions(
+            contract: contract, platform: platform,
+            capabilities: capabilities.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty },
+            bearerToken: bearer, deviceID: device)
+        let transport = HTTPTransport(baseURL: url.hasSuffix("/") ? String(url.dropLast()) : url)
+        let client = TerminalClient(
+            transport: transport, identity: identity,
+            ask: { prompt in
+                FileHandle.standardOutput.write(Data(prompt.utf8))
+                return readLine()
+            },
+            write: say)
+        let (name, query) = screen.firstIndex(of: "?").map { (String(screen[..<$0]), String(screen[screen.index(after: $0)...])) }
+            ?? (screen, "")
+        say("Baton at \(url) — contract \(contract), \(platform). Type ? for help.")
+        await client.run(screen: name, query: query)
+    }
+}
+
+/// Unbuffered, so prompts and lines appear in order.
+private func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// `baton token`: a development bearer token, for curl and other tools.
+struct TokenCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Print a development bearer token (HS256, from BATON_JWT_HS256_SECRET or the development secret) for a user id.",
+        discussion: "For local use with curl: curl -H \"Authorization: Bearer $(baton token alice)\" …"
+    )
+
+    @Argument(help: "The user id (the token's subject).")
+    var subject: String
+
+    @Option(help: "How long the token is valid, in seconds.")
+    var lifetime: Int = 3600
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws {
+        do {
+            print(try await developmentToken(subject: subject, common: common, lifetime: .seconds(lifetime)))
+        } catch {
+            fail("\(error)")
+        }
+    }
+}
+
+private func developmentToken(subject: String, common: CommonOptions, lifetime: Duration = .seconds(3600)) async throws -> String {
+    let configuration = try await common.loadConfiguration()
+    // scripts/run.sh serves with the development secret; a token minted with it is refused by
+    // any server configured otherwise, so the default is harmless.
+    let secret = configuration.jwtHS256Secret ?? BearerAuthenticator.developmentSecret
+    return try await BearerAuthenticator.developmentToken(
+        subject: subject, secret: secret, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: lifetime)
+}
+
+/// The client's requests over HTTP.
+struct HTTPTransport: ClientTransport {
+    let baseURL: String
+
+    func send(method: String, path: String, headers: [(String, String)], body: [UInt8]?) async throws -> ClientTransportReply {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = HTTPMethod(rawValue: method)
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 8 << 20)
+        return ClientTransportReply(
+            status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: Array(buffer: bytes))
+    }
+}
