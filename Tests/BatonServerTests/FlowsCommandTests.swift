@@ -23,6 +23,21 @@ struct FlowsCommandTests {
         #expect(result.status == 0, "\(result.output)")
     }
 
+    @Test("docs/flows.md shows the current graph of every built-in flow")
+    func documentedGraphs() throws {
+        let root = TestDatabase.repositoryRoot
+        let guide = try String(contentsOf: root.appendingPathComponent("docs/flows.md"), encoding: .utf8)
+        let flows = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("Flows").path)
+            .filter { $0.hasSuffix(".yaml") && !["contract.yaml", "deeplinks.yaml"].contains($0) }
+        #expect(flows.count >= 8)
+        for file in flows {
+            let flow = String(file.dropLast(".yaml".count))
+            let result = try baton(["flows", "graph", flow, "--flows-dir", root.appendingPathComponent("Flows").path])
+            #expect(result.status == 0, "\(result.output)")
+            #expect(guide.contains("```mermaid\n" + result.output), "docs/flows.md has an outdated or missing graph of \(flow)")
+        }
+    }
+
     @Test("graph draws Mermaid and DOT")
     func graph() throws {
         // The fixtures need the test registry to lint, so draw a repository flow when there is one,
