@@ -93,7 +93,12 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
             ).register(on: router, catalog: catalog)
         }
         environment.metrics.prepare(flows: runtime.bundle.flows.keys.sorted())
+        environment.metrics.recordLoadedFlows(runtime.bundle.flows.mapValues(\.hash))
         services.append(SessionExpiryService(runtime: runtime, interval: .seconds(60), logger: environment.logger))
+        services.append(
+            ContractHealthService(
+                rollup: environment.metrics.contractHealth, pool: environment.pool,
+                interval: environment.configuration.contractHealthInterval, logger: environment.logger))
     }
     if environment.configuration.diagnostics {
         DiagnosticsController(pool: environment.pool).register(on: router, catalog: catalog)

@@ -29,7 +29,8 @@ public final class ContractFitter: ReplyFitter {
             ? fitter.encodeScreen(reply, for: client) : fitter.encodeReply(reply, for: client)
         metrics.recordFit(
             report, platform: buckets.platform(profile),
-            contract: buckets.contract(profile.contract, oldest: registry.oldest, newest: registry.newest))
+            contract: buckets.contract(profile.contract, oldest: registry.oldest, newest: registry.newest),
+            appVersion: buckets.appVersion(profile.appVersion))
         for url in report.blockedURLs {
             let key = origin + " " + url
             let first = loggedBlocks.withLock { logged in

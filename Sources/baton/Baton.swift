@@ -10,7 +10,7 @@ struct Baton: AsyncParsableCommand {
         version: BatonVersion.current,
         subcommands: [
             ServeCommand.self, MigrateCommand.self, SeedCommand.self, FlowsCommand.self, LinksCommand.self, ClientCommand.self,
-            TokenCommand.self,
+            TokenCommand.self, ReportCommand.self,
         ],
         defaultSubcommand: ServeCommand.self
     )

@@ -38,6 +38,8 @@ public struct BatonConfiguration: Sendable {
     public var jwtIssuer: String?
     public var jwtAudience: String?
     public var diagnostics: Bool
+    /// How often each replica adds its contract-health counts to PostgreSQL.
+    public var contractHealthInterval: Duration
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
 
@@ -64,6 +66,11 @@ public struct BatonConfiguration: Sendable {
         jwtIssuer = reader.string(forKey: "baton.jwt.issuer")
         jwtAudience = reader.string(forKey: "baton.jwt.audience")
         diagnostics = reader.bool(forKey: "baton.diagnostics", default: false)
+        let healthInterval = reader.double(forKey: "baton.contract.health.interval", default: 60)
+        guard healthInterval >= 0.05, healthInterval <= 3600 else {
+            throw Error(description: "baton.contract.health.interval (BATON_CONTRACT_HEALTH_INTERVAL) must be 0.05–3600 seconds; got \(healthInterval)")
+        }
+        contractHealthInterval = .milliseconds(Int(healthInterval * 1000))
         let level = reader.string(forKey: "log.level", default: "info").lowercased()
         guard let parsedLevel = Logger.Level(rawValue: level == "warn" ? "warning" : level) else {
             throw Error(description: "log.level (LOG_LEVEL) must be one of trace, debug, info, notice, warning, error, critical; got '\(level)'")

@@ -14,9 +14,14 @@ public final class BatonMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
     private let poolSnapshot = Mutex<PostgresPool.Statistics?>(nil)
+    private let loadedFlows = Mutex<[Gauge]>([])
 
-    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    /// The daily per-app-version rollup in PostgreSQL, fed alongside the contract counters.
+    public let contractHealth: ContractHealthRollup
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), contractHealth: ContractHealthRollup = ContractHealthRollup()) {
         self.registry = registry
+        self.contractHealth = contractHealth
     }
 
     /// A metric family: name parts, base unit and help text.
@@ -41,6 +46,7 @@ public final class BatonMetrics: Sendable {
         static var componentsOmitted: Family { Family(namespace: "baton", metricName: "components_omitted", unitName: "total", helpText: "Components dropped before sending, by type, reason, platform and contract version.") }
         static var clientsUnsupported: Family { Family(namespace: "baton", metricName: "clients_unsupported", unitName: "total", helpText: "Requests from clients below the oldest supported contract version (answered with the update-required screen).") }
         static var deepLinks: Family { Family(namespace: "baton", metricName: "deeplinks", unitName: "total", helpText: "Deep links resolved, by result (allowed, rejected) and reason.") }
+        static var flowsLoaded: Family { Family(namespace: "baton", metricName: "flows", unitName: "loaded", helpText: "Always 1 per flow this process serves; hash is the SHA-256 of its definition file (flow_definitions.hash).") }
         static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
     }
 
@@ -139,8 +145,9 @@ public final class BatonMetrics: Sendable {
         }
     }
 
-    /// Records one fitted reply.
-    public func recordFit(_ report: FitReport, platform: String, contract: String) {
+    /// Records one fitted reply (in the counters and the daily rollup).
+    public func recordFit(_ report: FitReport, platform: String, contract: String, appVersion: String) {
+        contractHealth.record(report, platform: platform, contract: contract, appVersion: appVersion)
         if report.rendered > 0 {
             contractCounter(Families.componentsRendered, [("platform", platform), ("contract", contract)])
                 .increment(by: Int64(report.rendered))
@@ -164,8 +171,23 @@ public final class BatonMetrics: Sendable {
         contractCounter(Families.deepLinks, dimensions).increment()
     }
 
-    public func recordUnsupportedClient(platform: String, contract: String) {
+    public func recordUnsupportedClient(platform: String, contract: String, appVersion: String) {
+        contractHealth.recordUnsupported(platform: platform, contract: contract, appVersion: appVersion)
         contractCounter(Families.clientsUnsupported, [("platform", platform), ("contract", contract)]).increment()
+    }
+
+    /// Publishes `baton_flows_loaded{flow,hash} 1` for exactly the flows in `hashes` (flow name
+    /// to definition hash), retracting series of definitions no longer loaded, so a dashboard
+    /// shows which rules each replica runs.
+    public func recordLoadedFlows(_ hashes: [String: String]) {
+        loadedFlows.withLock { published in
+            for gauge in published { registry.unregisterGauge(gauge) }
+            published = hashes.sorted { $0.key < $1.key }.map { flow, hash in
+                let gauge = registry.makeGauge(descriptor: Families.flowsLoaded, labels: [("flow", flow), ("hash", hash)])
+                gauge.set(to: 1)
+                return gauge
+            }
+        }
     }
 
     // MARK: - Build

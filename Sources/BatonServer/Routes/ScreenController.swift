@@ -54,7 +54,8 @@ struct ScreenController: Sendable {
     /// The update-required screen, built from the oldest contract's components, counted.
     func updateRequired(profile: ClientProfile, identity: ClientIdentity) async throws -> ScreenReply {
         metrics.recordUnsupportedClient(
-            platform: buckets.platform(profile), contract: buckets.contract(profile.contract, oldest: contract.oldest, newest: contract.newest))
+            platform: buckets.platform(profile), contract: buckets.contract(profile.contract, oldest: contract.oldest, newest: contract.newest),
+            appVersion: buckets.appVersion(profile.appVersion))
         var oldest = profile
         oldest.contract = contract.oldest
         oldest.capabilities = []
