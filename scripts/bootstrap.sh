@@ -2,8 +2,8 @@
 # Installs what Baton needs and is missing, on Debian/Ubuntu (apt) or macOS (Homebrew).
 #
 #   scripts/bootstrap.sh            # build + run: libpq headers, PostgreSQL server binaries
-#   scripts/bootstrap.sh --test     # also what the test suite uses as judges: promtool, a
-#                                   # Python venv with openapi-spec-validator, jsonschema
+#   scripts/bootstrap.sh --test     # also what the test suite uses as judges: promtool and
+#                                   # prometheus, a Python venv with openapi-spec-validator, jsonschema
 #   scripts/bootstrap.sh --bench    # also wrk (load generator) for Benchmarks/e2e
 #
 # Safe to run repeatedly: it only installs what is not already there.
@@ -26,7 +26,7 @@ if [ "$(uname)" = "Darwin" ]; then
   need=()
   brew list libpq >/dev/null 2>&1 || need+=(libpq)
   ls -d /opt/homebrew/opt/postgresql@* /usr/local/opt/postgresql@* >/dev/null 2>&1 || need+=(postgresql@16)
-  [ "$want_test" = 1 ] && ! command -v promtool >/dev/null && need+=(prometheus)
+  [ "$want_test" = 1 ] && { ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; } && need+=(prometheus)
   [ "$want_bench" = 1 ] && ! command -v wrk >/dev/null && need+=(wrk)
   if [ ${#need[@]} -gt 0 ]; then say "brew install ${need[*]}"; brew install "${need[@]}"; fi
   # pkg-config must see Homebrew's keg-only libpq.
@@ -42,7 +42,8 @@ else
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v curl >/dev/null || need+=(curl)
   if [ "$want_test" = 1 ]; then
-    command -v promtool >/dev/null || need+=(prometheus)
+    # The Debian package brings both: promtool checks, prometheus runs the end-to-end test.
+    { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || need+=(prometheus)
     command -v python3 >/dev/null || need+=(python3)
     python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
   fi
