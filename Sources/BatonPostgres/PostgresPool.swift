@@ -154,7 +154,8 @@ public final class PostgresPool: Sendable {
     }
 
     /// Fails queued bodies, lets running ones finish, then closes every connection and stops
-    /// the workers. Later calls throw ``PostgresError/Code/poolClosed``.
+    /// the workers. Later calls throw ``PostgresError/Code/poolClosed``; closing again (or from
+    /// several tasks at once) waits for the same shutdown.
     public func close() async {
         let queued = state.withLock { state -> Deque<Job> in
             state.closed = true
@@ -292,11 +293,13 @@ private final class Worker: @unchecked Sendable {
 
     func wake() { semaphore.signal() }
 
-    /// Waits until the thread has ended (after the pool closed).
+    /// Waits until the thread has ended (after the pool closed). Any number of callers may
+    /// wait: each passes the signal on, so closing a pool twice returns at once.
     func stopped() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async {
                 self.finished.wait()
+                self.finished.signal()
                 continuation.resume()
             }
         }

@@ -35,6 +35,18 @@ struct PoolTests {
         #expect(pool.statistics.inUse == 0)
     }
 
+    @Test("closing a pool twice, or from several tasks at once, returns; queries after it fail clearly")
+    func closeTwice() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 3))
+        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<3 { group.addTask { await pool.close() } }
+        }
+        await pool.close()
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(error?.code == .poolClosed)
+    }
+
     @Test("a cancelled waiter leaves the queue and does not leak a connection")
     func cancellation() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(30)))
@@ -85,7 +97,7 @@ struct PoolTests {
             try connection.query("INSERT INTO marks VALUES (1)")
             if firstAttempt.withLock({ first in defer { first = false }; return first }) {
                 // Kill our own backend from the inside: the next statement finds it gone.
-                try? connection.query("SELECT pg_terminate_backend(pg_backend_pid())")
+                _ = try? connection.query("SELECT pg_terminate_backend(pg_backend_pid())")
             }
         }
         #expect(try await pool.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0) == 1)
