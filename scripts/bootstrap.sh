@@ -4,7 +4,7 @@
 #   scripts/bootstrap.sh            # build + run: libpq headers, PostgreSQL server binaries
 #   scripts/bootstrap.sh --test     # also what the test suite uses as judges: promtool and
 #                                   # prometheus, a Python venv with openapi-spec-validator, jsonschema
-#   scripts/bootstrap.sh --bench    # also wrk (load generator) for Benchmarks/e2e
+#   scripts/bootstrap.sh --bench    # also wrk (load generator) and python3 for Benchmarks/e2e
 #
 # Safe to run repeatedly: it only installs what is not already there.
 set -euo pipefail
@@ -48,6 +48,7 @@ else
     python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
   fi
   [ "$want_bench" = 1 ] && ! command -v wrk >/dev/null && need+=(wrk)
+  [ "$want_bench" = 1 ] && ! command -v python3 >/dev/null && need+=(python3)
   if [ ${#need[@]} -gt 0 ]; then
     say "apt-get install ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -22,37 +22,9 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2;;
   esac
 done
-command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
-pgbin=$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-pgbench="$pgbin/pgbench"
-[ -x "$pgbench" ] || { echo "pgbench not found in $pgbin" >&2; exit 1; }
-
-cd "$root"
-[ "$build" = 1 ] && swift build -c release --product baton >&2
-baton="$root/.build/release/baton"
-data=$(mktemp -d /tmp/baton-bench-XXXXXX)
-chmod 755 "$data"
-serve_pid=""
-cleanup() {
-  [ -n "$serve_pid" ] && kill -TERM "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
-  rm -rf "$data"
-}
-trap cleanup EXIT
-
-start_baton() {  # $1 = pool size
-  [ -n "$serve_pid" ] && { kill -TERM "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; }
-  BATON_DIAGNOSTICS=true LOG_LEVEL=warning DATABASE_POOL_SIZE=$1 \
-    "$baton" serve --data-dir "$data" --port "$port" >"$data/serve.log" 2>&1 &
-  serve_pid=$!
-  for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && return; sleep 0.2; done
-  echo "Baton did not become ready; log:" >&2; cat "$data/serve.log" >&2; exit 1
-}
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+. "$here/common.sh"
 
 start_baton 2
-export PGHOST="$data/postgres/run" PGPORT=5432 PGUSER=postgres PGDATABASE=baton
-if [ ! -S "$PGHOST/.s.PGSQL.5432" ]; then PGHOST=$(ls -d /tmp/baton-* 2>/dev/null | head -1); fi
 "$pgbin/psql" -qc "INSERT INTO probe_counters (subject) SELECT g::text FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING"
 
 echo "| connections | pgbench tps | pgbench pipelined tps | Baton req/s | ratio | ratio (pipelined) |"

@@ -25,17 +25,24 @@ public struct ClientIdentityOptions: Sendable {
     public var capabilities: [String]
     public var bearerToken: String?
     public var deviceID: String?
+    /// Sent as `X-Client-Version` when set; unset keeps the walk out of per-app-version figures.
+    public var appVersion: String?
 
-    public init(contract: Int = 3, platform: String = "web", capabilities: [String] = [], bearerToken: String? = nil, deviceID: String? = nil) {
+    public init(
+        contract: Int = 3, platform: String = "ios", capabilities: [String] = [], bearerToken: String? = nil, deviceID: String? = nil,
+        appVersion: String? = nil
+    ) {
         self.contract = contract
         self.platform = platform
+        self.appVersion = appVersion
         self.capabilities = capabilities
         self.bearerToken = bearerToken
         self.deviceID = deviceID
     }
 
     var headers: [(String, String)] {
-        var headers = [("X-Client-Platform", platform), ("X-Client-Version", "1.0.0"), ("Accept", "application/json")]
+        var headers = [("X-Client-Platform", platform), ("Accept", "application/json")]
+        if let appVersion { headers.append(("X-Client-Version", appVersion)) }
         if !capabilities.isEmpty { headers.append(("X-Client-Capabilities", capabilities.joined(separator: ","))) }
         if let bearerToken { headers.append(("Authorization", "Bearer \(bearerToken)")) }
         if let deviceID { headers.append(("X-Device-Id", deviceID)) }

@@ -42,6 +42,9 @@ struct ClientCommand: AsyncParsableCommand {
     @Option(help: "Device capabilities, comma-separated (e.g. barcode_scanner).")
     var capabilities: String = "barcode_scanner"
 
+    @Option(help: "The app version to claim (X-Client-Version), e.g. 2.4.0; unset sends none.")
+    var appVersion: String?
+
     @OptionGroup var common: CommonOptions
 
     func run() async throws {
@@ -55,7 +58,7 @@ struct ClientCommand: AsyncParsableCommand {
         let identity = ClientIdentityOptions(
             contract: contract, platform: platform,
             capabilities: capabilities.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty },
-            bearerToken: bearer, deviceID: device)
+            bearerToken: bearer, deviceID: device, appVersion: appVersion)
         let transport = HTTPTransport(baseURL: url.hasSuffix("/") ? String(url.dropLast()) : url)
         let client = TerminalClient(
             transport: transport, identity: identity,
@@ -92,6 +95,10 @@ struct TokenCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    func validate() throws {
+        guard (1...31_536_000).contains(lifetime) else { throw ValidationError("--lifetime must be 1–31536000 seconds") }
+    }
+
     func run() async throws {
         do {
             print(try await developmentToken(subject: subject, common: common, lifetime: .seconds(lifetime)))
@@ -104,7 +111,7 @@ struct TokenCommand: AsyncParsableCommand {
 private func developmentToken(subject: String, common: CommonOptions, lifetime: Duration = .seconds(3600)) async throws -> String {
     let configuration = try await common.loadConfiguration()
     // scripts/run.sh serves with the development secret; a token minted with it is refused by
-    // any server configured otherwise, so the default is harmless.
+    // any server configured with a secret of its own (`serve` warns loudly when it is not).
     let secret = configuration.jwtHS256Secret ?? BearerAuthenticator.developmentSecret
     return try await BearerAuthenticator.developmentToken(
         subject: subject, secret: secret, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: lifetime)

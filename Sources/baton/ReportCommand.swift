@@ -1,4 +1,5 @@
 import ArgumentParser
+import BatonFlows
 import BatonPostgres
 import BatonServer
 import Configuration
@@ -43,10 +44,14 @@ struct ReportCommand: AsyncParsableCommand {
         func run() async throws {
             let configuration: BatonConfiguration
             // Only warnings in the log: the output is the report (CSV goes to pipes).
-            let quiet: [AbsoluteConfigKey: ConfigValue] = common.logLevel == nil ? [AbsoluteConfigKey(["log", "level"]): "warning"] : [:]
+            let quiet: [AbsoluteConfigKey: ConfigValue] =
+                common.logLevel == nil && ProcessInfo.processInfo.environment["LOG_LEVEL"] == nil
+                ? [AbsoluteConfigKey(["log", "level"]): "warning"] : [:]
             do { configuration = try await common.loadConfiguration(extra: quiet) } catch { fail("\(error)") }
             let definitions = loadDefinitions(flowsDir ?? configuration.flowsDirectory)
-            guard let contract = definitions.contract else { fail("the contract in \(flowsDir ?? configuration.flowsDirectory) does not load") }
+            guard let contract = definitions.contract, !definitions.diagnostics.hasErrors else {
+                fail("\(flowsDir ?? configuration.flowsDirectory) has errors (see `baton flows lint`); the report judges the flows, so fix them first")
+            }
             let logger = bootstrapLogging(configuration)
             let database: Database
             do { database = try Database.open(configuration, logger: logger) } catch { fail("\(error)") }

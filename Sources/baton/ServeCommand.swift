@@ -86,6 +86,15 @@ struct ServeCommand: AsyncParsableCommand {
             authenticator = try await BearerAuthenticator(
                 hs256Secret: configuration.jwtHS256Secret, publicKeys: configuration.jwtPublicKeys,
                 issuer: configuration.jwtIssuer, audience: configuration.jwtAudience)
+            if configuration.jwtHS256Secret == BearerAuthenticator.developmentSecret,
+                database.embedded == nil || !["127.0.0.1", "::1", "localhost"].contains(configuration.httpHost)
+            {
+                // The development secret is public (`baton token` mints with it): anyone who
+                // reaches this server could sign in as anyone.
+                logger.critical(
+                    "BATON_JWT_HS256_SECRET is the public development secret: anyone who can reach this server can sign in as any user; set a secret of your own (docs/operations.md)"
+                )
+            }
             if !authenticator.isConfigured {
                 logger.warning("no bearer-token keys configured (BATON_JWT_HS256_SECRET / BATON_JWT_PUBLIC_KEYS): only device flows work")
             }

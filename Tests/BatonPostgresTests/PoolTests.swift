@@ -35,7 +35,7 @@ struct PoolTests {
         #expect(pool.statistics.inUse == 0)
     }
 
-    @Test("closing a pool twice, or from several tasks at once, returns; queries after it fail clearly")
+    @Test("closing a pool twice, or from several tasks at once, returns; queries after it fail clearly", .timeLimit(.minutes(1)))
     func closeTwice() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 3))
         #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)

@@ -178,6 +178,8 @@ struct ContractHealthTests {
             INSERT INTO contract_health_daily (day, platform, contract, app_version, requests, components_rendered, fallback_hits, omissions, unsupported)
             VALUES (current_date, 'ios', 3, '3.4', 100, 1000, 0, 0, 0),
                    (current_date - 1, 'ios', 3, '3.4', 50, 500, 0, 0, 0),
+                   (current_date - 6, 'ios', 3, '3.4', 1, 10, 0, 0, 0),
+                   (current_date - 7, 'ios', 3, '3.4', 1000, 10000, 0, 0, 0),
                    (current_date, 'ios', 1, '2.0', 40, 400, 100, 4, 0),
                    (current_date - 3, 'ios', 1, '2.0', 10, 100, 25, 1, 0),
                    (current_date - 10, 'ios', 1, '2.0', 999, 9999, 9999, 0, 0),
@@ -187,6 +189,7 @@ struct ContractHealthTests {
         await pool.close()
         guard let executable = BatonProcess.executable else { throw TestFailure("build the baton executable first (swift build)") }
         let flows = TestDatabase.repositoryRoot.appendingPathComponent("Flows").path
+        // --days 7 is today and the six days before it: the row 7 days back stays out.
         let csv = try ExternalTool.run(
             executable.path, ["report", "contract", "--days", "7", "--csv", "--database-url", conninfo, "--flows-dir", flows])
         #expect(csv.status == 0, "\(csv.output)")
@@ -195,7 +198,7 @@ struct ContractHealthTests {
                 platform,app_version,contract,requests,components_rendered,fallback_hits,omissions,unsupported,share_without_fallback,renders_fully\r
                 android,3.1,2,20,200,10,0,0,0.9500,false\r
                 android,1.2,0,0,0,0,0,7,,\r
-                ios,3.4,3,150,1500,0,0,0,1.0000,true\r
+                ios,3.4,3,151,1510,0,0,0,1.0000,true\r
                 ios,2.0,1,50,500,125,5,0,0.7500,false\r
 
                 """)
@@ -203,7 +206,7 @@ struct ContractHealthTests {
         let table = try ExternalTool.run(
             executable.path, ["report", "contract", "--database-url", conninfo, "--flows-dir", flows, "--svg", svgFile.path])
         #expect(table.status == 0, "\(table.output)")
-        #expect(table.output.contains("ios       3.4         3       150        1500              0        0            100.0%            0  render fully"), "\(table.output)")
+        #expect(table.output.contains("ios       3.4         3      1151       11510              0        0            100.0%            0  render fully"), "\(table.output)")
         #expect(table.output.contains("ios       2.0         1      1049       10499          10124        5              3.6%            0  fall back"))
         #expect(table.output.contains("android   1.2         0         0           0              0        0                 –            7  update required"))
         #expect(table.output.contains("Contract 1: the current flows fall back (with every capability) in"))

@@ -177,7 +177,8 @@ struct ScreenTests {
     @Test("a client below the oldest supported version gets the update-required screen (200), counted")
     func updateRequired() async throws {
         let contract = TestDatabase.repositoryRoot.appendingPathComponent("Tests/Fixtures/contract-oldest-2")
-        let app = buildApplication(try await environment(contract: contract))
+        let environment = try await environment(contract: contract)
+        let app = buildApplication(environment)
         try await app.test(.router) { client in
             let response = try await client.execute(uri: "/v1/screens/gallery", method: .get, headers: headers(platform: "android"))
             #expect(response.status == .ok)
@@ -193,6 +194,13 @@ struct ScreenTests {
             #expect(supported.json["id"] == "gallery")
             let text = try await client.execute(uri: "/metrics", method: .get).text
             #expect(text.contains(#"baton_clients_unsupported_total{platform="android",contract="1"} 2"#))
+            // Counted as unsupported only: the update-required screen's components are not
+            // the oldest supported version's health.
+            #expect(!text.contains(#"baton_components_rendered_total{platform="android""#), "\(text)")
+            let android = environment.metrics.contractHealth.unflushed.filter { $0.key.platform == "android" }
+            #expect(android.values.map(\.unsupported) == [2])
+            #expect(android.values.map(\.requests) == [0])
+            #expect(android.values.map(\.rendered) == [0])
         }
     }
 

@@ -21,7 +21,8 @@ public struct ContractHealthReport: Sendable, Equatable {
         /// this contract version (with every capability); nil below the oldest supported version.
         public var rendersFully: Bool?
 
-        /// The share of components served as designed, without a fallback; nil with none served.
+        /// One minus the fallback hit rate: fallback hits (each step of a chain, actions
+        /// included) over components sent, as the dashboard's headline; nil with none sent.
         public var withoutFallback: Double? {
             rendered > 0 ? Double(max(rendered - fallbackHits, 0)) / Double(rendered) : nil
         }

@@ -1,0 +1,38 @@
+# Shared by the end-to-end benchmark scripts (sourced, not run): finding the tools, a
+# throwaway data directory removed on exit, starting Baton on it, medians.
+# The sourcing script sets `root`, `port` and `build` first.
+
+command -v wrk >/dev/null || { echo "wrk is not installed (scripts/bootstrap.sh --bench)" >&2; exit 1; }
+pgbin=$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+pgbench="$pgbin/pgbench"
+[ -x "$pgbench" ] || { echo "pgbench not found in $pgbin" >&2; exit 1; }
+
+cd "$root"
+if [ "$build" = 1 ]; then swift build -c release --product baton >&2; fi
+baton="$root/.build/release/baton"
+data=$(mktemp -d /tmp/baton-bench-XXXXXX)
+chmod 755 "$data"
+serve_pid=""
+cleanup() {
+  if [ -n "$serve_pid" ]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi
+  rm -rf "$data"
+}
+trap cleanup EXIT
+
+# Starts (or restarts) `baton serve` on $data with a pool of $1 connections; waits for /readyz.
+start_baton() {
+  if [ -n "$serve_pid" ]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi
+  BATON_DIAGNOSTICS=true LOG_LEVEL=warning DATABASE_POOL_SIZE=$1 \
+    "$baton" serve --data-dir "$data" --port "$port" >"$data/serve.log" 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && return; sleep 0.2; done
+  echo "Baton did not become ready; log:" >&2; cat "$data/serve.log" >&2; exit 1
+}
+
+# The median of the numbers on standard input; fails when there are none.
+median() {
+  sort -n | awk '{a[NR]=$1} END {if (NR == 0) exit 1; print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
+}
+
+# psql against the embedded cluster Baton started in $data.
+export PGHOST="$data/postgres/run" PGPORT=5432 PGUSER=postgres PGDATABASE=baton
