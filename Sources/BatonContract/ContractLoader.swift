@@ -30,25 +30,16 @@ public enum ContractLoader {
     }
 }
 
-struct ContractReader {
+struct ContractReader: ShapeReader {
     let file: String
     var diagnostics: [Diagnostic] = []
 
     mutating func error(_ message: String, _ location: SourceLocation) { diagnostics.append(.error(message, at: location)) }
 
+    /// A mapping that may be absent (then empty).
     mutating func mapping(_ node: SourceNode?, allowed: Set<String>?, what: String) -> [(key: SourceScalar, value: SourceNode)] {
         guard let node else { return [] }
-        guard case .mapping(let pairs, _) = node else {
-            error("\(what) must be a mapping, found \(node.kindDescription)", node.location)
-            return []
-        }
-        if let allowed {
-            for (key, _) in pairs where !allowed.contains(key.text) {
-                let hint = Suggest.closest(key.text, in: allowed).map { "; did you mean '\($0)'?" } ?? ""
-                error("unknown key '\(key.text)' in \(what)\(hint)", key.location)
-            }
-        }
-        return pairs
+        return pairs(node, allowed: allowed, what: what)
     }
 
     mutating func int(_ node: SourceNode?, _ what: String) -> Int? {

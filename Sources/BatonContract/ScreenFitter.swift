@@ -42,21 +42,23 @@ public struct FitReport: Sendable, Equatable {
     public var rendered = 0
     /// `openUrl` targets that were blocked, for logging.
     public var blockedURLs: [String] = []
-    // Counted in short lists while a pass runs (a handful of distinct entries, so a scan
-    // beats hashing two strings per count); read as dictionaries.
-    private var hitCounts: [(hit: Hit, count: Int)] = []
-    private var omissionCounts: [(omission: Omission, count: Int)] = []
+    /// Replacements per distinct (component, fallback), in the order first seen. Counted in
+    /// short lists while a pass runs (a handful of distinct entries, so a scan beats hashing
+    /// two strings per count).
+    public private(set) var hitCounts: [(hit: Hit, count: Int)] = []
+    /// Omissions per distinct (component, reason), in the order first seen.
+    public private(set) var omissionCounts: [(omission: Omission, count: Int)] = []
 
     public init() {}
 
     /// Replacements by fallback, per (component, fallback) — each step of a chain counts.
     public var fallbacks: [Hit: Int] {
-        Dictionary(hitCounts.map { ($0.hit, $0.count) }, uniquingKeysWith: +)
+        Dictionary(uniqueKeysWithValues: hitCounts.map { ($0.hit, $0.count) })
     }
 
     /// Dropped components (and sections, menu items), per (component, reason).
     public var omissions: [Omission: Int] {
-        Dictionary(omissionCounts.map { ($0.omission, $0.count) }, uniquingKeysWith: +)
+        Dictionary(uniqueKeysWithValues: omissionCounts.map { ($0.omission, $0.count) })
     }
 
     public var totalFallbacks: Int { hitCounts.reduce(0) { $0 + $1.count } }

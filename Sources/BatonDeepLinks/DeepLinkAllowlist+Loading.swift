@@ -34,7 +34,7 @@ extension DeepLinkAllowlist {
 
 /// The reading pass over the parsed YAML: shapes, names, patterns, and entries that could
 /// never be reached.
-struct AllowlistReader {
+struct AllowlistReader: ShapeReader {
     var diagnostics: [Diagnostic] = []
 
     mutating func error(_ message: String, _ location: SourceLocation) {
@@ -382,48 +382,7 @@ struct AllowlistReader {
         return OutboundRule(scheme: scheme, hosts: hosts, ports: ports, pattern: patternText, location: key.location)
     }
 
-    // MARK: Shapes (the same messages as the flow loader's)
-
-    private mutating func pairs(_ node: SourceNode, allowed: Set<String>, what: String) -> [(key: SourceScalar, value: SourceNode)] {
-        guard case .mapping(let pairs, _) = node else {
-            error("\(what) must be a mapping, found \(node.kindDescription)", node.location)
-            return []
-        }
-        for (key, _) in pairs where !allowed.contains(key.text) {
-            let suggestion = Suggest.closest(key.text, in: allowed).map { "; did you mean '\($0)'?" } ?? ""
-            error("unknown key '\(key.text)' in \(what)\(suggestion)", key.location)
-        }
-        return pairs
-    }
-
-    private mutating func text(_ node: SourceNode?, _ what: String) -> SourceScalar? {
-        guard let node else { return nil }
-        guard case .scalar(let scalar) = node else {
-            error("\(what) must be text, found \(node.kindDescription)", node.location)
-            return nil
-        }
-        return scalar
-    }
-
-    private mutating func bool(_ node: SourceNode, _ what: String) -> Bool? {
-        guard let scalar = text(node, what) else { return nil }
-        switch scalar.text {
-        case "true": return true
-        case "false": return false
-        default:
-            error("\(what) must be true or false, found '\(scalar.text)'", scalar.location)
-            return nil
-        }
-    }
-
-    private mutating func int(_ node: SourceNode, _ what: String, minimum: Int) -> Int? {
-        guard let scalar = text(node, what) else { return nil }
-        guard let value = Int(scalar.text), value >= minimum else {
-            error("\(what) must be a whole number ≥ \(minimum), found '\(scalar.text)'", scalar.location)
-            return nil
-        }
-        return value
-    }
+    // MARK: Shapes (the rest come from ShapeReader)
 
     private mutating func pattern(_ node: SourceNode) -> String? {
         guard let scalar = text(node, "pattern") else { return nil }

@@ -77,7 +77,7 @@ public enum FlowLoader {
 }
 
 /// The reading pass: shape checks with positions.
-struct Reader {
+struct Reader: ShapeReader {
     let file: String
     var diagnostics: [Diagnostic] = []
 
@@ -89,27 +89,6 @@ struct Reader {
 
     // MARK: Generic helpers
 
-    mutating func pairs(_ node: SourceNode, allowed: Set<String>, what: String) -> [(key: SourceScalar, value: SourceNode)] {
-        guard case .mapping(let pairs, _) = node else {
-            error("\(what) must be a mapping, found \(node.kindDescription)", node.location)
-            return []
-        }
-        for (key, _) in pairs where !allowed.contains(key.text) {
-            let suggestion = Suggest.closest(key.text, in: allowed).map { "; did you mean '\($0)'?" } ?? ""
-            error("unknown key '\(key.text)' in \(what)\(suggestion)", key.location)
-        }
-        return pairs
-    }
-
-    mutating func text(_ node: SourceNode?, _ what: String) -> SourceScalar? {
-        guard let node else { return nil }
-        guard case .scalar(let scalar) = node else {
-            error("\(what) must be text, found \(node.kindDescription)", node.location)
-            return nil
-        }
-        return scalar
-    }
-
     mutating func template(_ node: SourceNode?, _ what: String) -> TemplateString? {
         guard let scalar = text(node, what) else { return nil }
         do {
@@ -118,26 +97,6 @@ struct Reader {
             self.error(error.message, scalar.location)
             return nil
         }
-    }
-
-    mutating func bool(_ node: SourceNode?, _ what: String) -> Bool? {
-        guard let scalar = text(node, what) else { return nil }
-        switch scalar.text {
-        case "true": return true
-        case "false": return false
-        default:
-            error("\(what) must be true or false, found '\(scalar.text)'", scalar.location)
-            return nil
-        }
-    }
-
-    mutating func int(_ node: SourceNode?, _ what: String, minimum: Int = 0) -> Int? {
-        guard let scalar = text(node, what) else { return nil }
-        guard let value = Int(scalar.text), value >= minimum else {
-            error("\(what) must be a whole number ≥ \(minimum), found '\(scalar.text)'", scalar.location)
-            return nil
-        }
-        return value
     }
 
     mutating func pattern(_ node: SourceNode?, _ what: String) -> String? {

@@ -247,7 +247,7 @@ public final class FlowRuntime: Sendable {
         db: PostgresConnection
     ) throws -> StepResult {
         guard let id = claims.sessionID else { throw CommandError(.invalidPayload, "the payload names no session") }
-        guard var (session, logged) = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) else {
+        guard case (var session, let logged)? = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) else {
             // A genuine payload for a session that is gone (cleaned up): start over.
             return StepResult(
                 reply: try expiredBody(flow: claims.flow, parameters: nil, identity: identity, profile: profile, now: now, db: db),

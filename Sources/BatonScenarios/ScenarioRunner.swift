@@ -162,52 +162,37 @@ public struct ScenarioRunner: Sendable {
     /// The screen and parameters of the navigate action titled `title` (or carried by the
     /// component or menu item with that title).
     static func navigation(titled title: String, in answer: JSONValue) -> (screen: String, parameters: JSONObject)? {
-        var found: (String, JSONObject)?
-        func walk(_ value: JSONValue) {
-            guard found == nil else { return }
-            switch value {
-            case .object(let object):
-                if let action = object["action"], action["type"] == "navigate", let screen = action["screen"]?.stringValue,
-                    object["title"]?.stringValue == title || action["title"]?.stringValue == title
-                {
-                    found = (screen, action["params"]?.objectValue ?? [:])
-                    return
-                }
-                for (_, member) in object { walk(member) }
-            case .array(let items): items.forEach(walk)
-            default: break
+        first(titled: title, in: answer) { object in
+            guard let action = object["action"], action["type"] == "navigate", let screen = action["screen"]?.stringValue else {
+                return nil
             }
+            return (screen, action["params"]?.objectValue ?? [:])
         }
-        walk(answer)
-        return found
     }
 
     /// The payload of the action titled `title`: a menu item, a component, or an action with
     /// that title; `submit`, `cancel` and `retry` name an answer's own actions.
-    static func payload(titled title: String, in answer: JSONValue) -> String? {
+    public static func payload(titled title: String, in answer: JSONValue) -> String? {
         if ["submit", "cancel", "retry"].contains(title), let payload = answer[title]?["payload"]?.stringValue { return payload }
-        var found: String?
-        func walk(_ value: JSONValue) {
-            guard found == nil else { return }
-            switch value {
-            case .object(let object):
-                if let action = object["action"], let payload = action["payload"]?.stringValue,
-                    object["title"]?.stringValue == title || action["title"]?.stringValue == title
-                {
-                    found = payload
-                    return
-                }
-                if let payload = object["payload"]?.stringValue, object["title"]?.stringValue == title {
-                    found = payload
-                    return
-                }
-                for (_, member) in object { walk(member) }
-            case .array(let items): items.forEach(walk)
-            default: break
-            }
+        return first(titled: title, in: answer) { object in
+            object["action"]?["payload"]?.stringValue ?? object["payload"]?.stringValue
         }
-        walk(answer)
-        return found
+    }
+
+    /// Depth first, the first object titled `title` (or whose action is) that `pick` accepts.
+    private static func first<Found>(titled title: String, in answer: JSONValue, _ pick: (JSONObject) -> Found?) -> Found? {
+        switch answer {
+        case .object(let object):
+            if object["title"]?.stringValue == title || object["action"]?["title"]?.stringValue == title, let found = pick(object) {
+                return found
+            }
+            for (_, member) in object { if let found = first(titled: title, in: member, pick) { return found } }
+        case .array(let items):
+            for item in items { if let found = first(titled: title, in: item, pick) { return found } }
+        default:
+            break
+        }
+        return nil
     }
 }
 

@@ -22,22 +22,15 @@ public final class ContractFitter: ReplyFitter {
 
     public var registry: ContractRegistry { fitter.registry }
 
-    /// The origin the runtime gives the update-required screen (`screen:<name>`).
-    static let updateRequiredOrigin = "screen:" + ScreenController.updateRequired
-
     public func encode(_ reply: JSONValue, profile: ClientProfile, origin: String) -> [UInt8] {
         let version = registry.effectiveVersion(profile.contract) ?? registry.oldest
         let client = ScreenFitter.Client(contract: version, capabilities: profile.capabilities)
         let (bytes, report) = reply["type"] == "componentScreen"
             ? fitter.encodeScreen(reply, for: client) : fitter.encodeReply(reply, for: client)
-        // The update-required screen is counted as an unsupported client (by the screens
-        // controller); its components say nothing about how the oldest version is served.
-        if origin != Self.updateRequiredOrigin {
-            metrics.recordFit(
-                report, platform: buckets.platform(profile),
-                contract: buckets.contract(profile.contract, oldest: registry.oldest, newest: registry.newest),
-                appVersion: buckets.appVersion(profile.appVersion))
-        }
+        metrics.recordFit(
+            report, platform: buckets.platform(profile),
+            contract: buckets.contract(profile.contract, oldest: registry.oldest, newest: registry.newest),
+            appVersion: buckets.appVersion(profile.appVersion))
         for url in report.blockedURLs {
             let key = origin + " " + url
             let first = loggedBlocks.withLock { logged in

@@ -64,6 +64,31 @@ struct Database {
         let conninfo = try cluster.start { logger.info("\($0)") }
         return Database(conninfo: conninfo, embedded: cluster)
     }
+
+    /// For one-shot commands: opens the database, runs `body` with a one-connection pool, then
+    /// closes the pool and stops an embedded cluster this process started. A failure (of
+    /// opening or of `body`) is printed after the cleanup and exits non-zero.
+    static func withPool<R>(
+        _ configuration: BatonConfiguration, logger: Logger, _ body: (PostgresPool) async throws -> R
+    ) async -> R {
+        let database: Database
+        do { database = try open(configuration, logger: logger) } catch { fail("\(error)") }
+        let pool = PostgresPool(configuration: .init(conninfo: database.conninfo, maxConnections: 1))
+        let outcome: Result<R, any Error>
+        do { outcome = .success(try await body(pool)) } catch { outcome = .failure(error) }
+        await pool.close()
+        try? database.embedded?.stop()
+        switch outcome {
+        case .success(let value): return value
+        case .failure(let error): fail("\(error)")
+        }
+    }
+}
+
+/// A command's failure in words, for ``Database/withPool(_:logger:_:)`` to print.
+struct CommandFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// Sets up swift-log once for the process.

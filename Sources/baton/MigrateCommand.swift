@@ -18,11 +18,7 @@ struct MigrateCommand: AsyncParsableCommand {
         let configuration: BatonConfiguration
         do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
         let logger = bootstrapLogging(configuration)
-        let database: Database
-        do { database = try Database.open(configuration, logger: logger) } catch { fail("\(error)") }
-        let pool = PostgresPool(configuration: .init(conninfo: database.conninfo, maxConnections: 1))
-        var failure: String?
-        do {
+        await Database.withPool(configuration, logger: logger) { pool in
             let migrator = try Migrator(directory: URL(fileURLWithPath: configuration.migrationsDirectory))
             if status {
                 let statuses = try await migrator.status(on: pool)
@@ -36,17 +32,12 @@ struct MigrateCommand: AsyncParsableCommand {
                     }
                 }
                 if statuses.contains(where: { if case .changed = $0.state { true } else { false } }) {
-                    failure = "an applied migration was changed"
+                    throw CommandFailure("an applied migration was changed")
                 }
             } else {
                 let applied = try await migrator.migrate(on: pool) { print($0) }
                 print(applied.isEmpty ? "up to date (\(migrator.migrations.count) migrations)" : "applied \(applied.count) migration(s)")
             }
-        } catch {
-            failure = "\(error)"
         }
-        await pool.close()
-        try? database.embedded?.stop()
-        if let failure { fail(failure) }
     }
 }

@@ -53,21 +53,8 @@ struct ReportCommand: AsyncParsableCommand {
                 fail("\(flowsDir ?? configuration.flowsDirectory) has errors (see `baton flows lint`); the report judges the flows, so fix them first")
             }
             let logger = bootstrapLogging(configuration)
-            let database: Database
-            do { database = try Database.open(configuration, logger: logger) } catch { fail("\(error)") }
-            let pool = PostgresPool(configuration: .init(conninfo: database.conninfo, maxConnections: 1))
-            var outcome: Result<ContractHealthReport, any Error>
-            do {
-                outcome = .success(try await ContractHealthReport.load(days: days, pool: pool, bundle: definitions.bundle, contract: contract))
-            } catch {
-                outcome = .failure(error)
-            }
-            await pool.close()
-            try? database.embedded?.stop()
-            let report: ContractHealthReport
-            switch outcome {
-            case .success(let value): report = value
-            case .failure(let error): fail("\(error)")
+            let report = await Database.withPool(configuration, logger: logger) { pool in
+                try await ContractHealthReport.load(days: days, pool: pool, bundle: definitions.bundle, contract: contract)
             }
             print(csv ? report.csv : report.text, terminator: "")
             if let svg {

@@ -21,19 +21,10 @@ struct SeedCommand: AsyncParsableCommand {
         let configuration: BatonConfiguration
         do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
         let logger = bootstrapLogging(configuration)
-        let database: Database
-        do { database = try Database.open(configuration, logger: logger) } catch { fail("\(error)") }
-        let pool = PostgresPool(configuration: .init(conninfo: database.conninfo, maxConnections: 1))
-        var failure: String?
-        do {
+        await Database.withPool(configuration, logger: logger) { pool in
             try await Migrator(directory: URL(fileURLWithPath: configuration.migrationsDirectory)).migrate(on: pool)
             let summary = try await pool.withConnection { try DemoData.seed($0) }
             print("demo data: \(summary)")
-        } catch {
-            failure = "\(error)"
         }
-        await pool.close()
-        try? database.embedded?.stop()
-        if let failure { fail(failure) }
     }
 }

@@ -38,7 +38,7 @@ struct BuiltinFlowsTests {
     }
 
     func action(_ screen: JSONValue, titled title: String) -> String? {
-        ScenarioRunnerAccess.payload(titled: title, in: screen)
+        ScenarioRunner.payload(titled: title, in: screen)
     }
 
     @Test("every scenario in Flows/tests passes (each on a fresh seeded database)")
@@ -194,29 +194,5 @@ struct BuiltinFlowsTests {
             let names = try await environment.pool.query("SELECT name FROM playlists WHERE owner = 'user:kim'").map { try $0.decode(String.self, at: 0) }
             #expect(names == ["Jazz Nights"])
         }
-    }
-}
-
-/// The scenario runner's action finder, reused to tap actions by title in HTTP tests.
-enum ScenarioRunnerAccess {
-    static func payload(titled title: String, in answer: JSONValue) -> String? {
-        var found: String?
-        func walk(_ value: JSONValue) {
-            guard found == nil else { return }
-            switch value {
-            case .object(let object):
-                if let action = object["action"], let payload = action["payload"]?.stringValue,
-                    object["title"]?.stringValue == title || action["title"]?.stringValue == title
-                {
-                    found = payload
-                    return
-                }
-                for (_, member) in object { walk(member) }
-            case .array(let items): items.forEach(walk)
-            default: break
-            }
-        }
-        walk(answer)
-        return found
     }
 }

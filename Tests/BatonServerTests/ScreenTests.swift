@@ -194,13 +194,16 @@ struct ScreenTests {
             #expect(supported.json["id"] == "gallery")
             let text = try await client.execute(uri: "/metrics", method: .get).text
             #expect(text.contains(#"baton_clients_unsupported_total{platform="android",contract="1"} 2"#))
-            // Counted as unsupported only: the update-required screen's components are not
-            // the oldest supported version's health.
-            #expect(!text.contains(#"baton_components_rendered_total{platform="android""#), "\(text)")
+            // Counted under the version asked for, never as traffic of the oldest supported one:
+            // three components per update-required screen, no fallbacks.
+            #expect(!text.contains(#"baton_components_rendered_total{platform="android",contract="2"}"#), "\(text)")
+            #expect(text.contains(#"baton_components_rendered_total{platform="android",contract="1"} 6"#), "\(text)")
             let android = environment.metrics.contractHealth.unflushed.filter { $0.key.platform == "android" }
+            #expect(android.keys.map(\.contract) == [1])
             #expect(android.values.map(\.unsupported) == [2])
-            #expect(android.values.map(\.requests) == [0])
-            #expect(android.values.map(\.rendered) == [0])
+            #expect(android.values.map(\.requests) == [2])
+            #expect(android.values.map(\.rendered) == [6])
+            #expect(android.values.map(\.fallbackHits) == [0])
         }
     }
 

@@ -32,7 +32,7 @@ public final class BatonProcess: @unchecked Sendable {
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         chmod(dataDirectory.path, 0o755)
         logFile = dataDirectory.appendingPathComponent("baton-\(UUID().uuidString.prefix(6)).log")
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        guard FileManager.default.createFile(atPath: logFile.path, contents: nil) else { throw TestFailure("cannot create \(logFile.path)") }
         process.executableURL = executable
         let serves = arguments.first == "serve"
         process.arguments = arguments + ["--data-dir", dataDirectory.path] + (serves ? ["--port", String(port)] : [])

@@ -27,7 +27,7 @@ public final class PrometheusServer: @unchecked Sendable {
             try contents.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
         logFile = directory.appendingPathComponent("prometheus.log")
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        guard FileManager.default.createFile(atPath: logFile.path, contents: nil) else { throw TestFailure("cannot create \(logFile.path)") }
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = [
             "--config.file=\(configFile.path)",

@@ -152,13 +152,13 @@ public final class BatonMetrics: Sendable {
             contractCounter(Families.componentsRendered, [("platform", platform), ("contract", contract)])
                 .increment(by: Int64(report.rendered))
         }
-        for (hit, count) in report.fallbacks {
+        for (hit, count) in report.hitCounts {
             contractCounter(
                 Families.fallbackHits,
                 [("component", hit.component), ("fallback", hit.fallback), ("platform", platform), ("contract", contract)]
             ).increment(by: Int64(count))
         }
-        for (omission, count) in report.omissions {
+        for (omission, count) in report.omissionCounts {
             contractCounter(
                 Families.componentsOmitted,
                 [("component", omission.component), ("reason", omission.reason.rawValue), ("platform", platform), ("contract", contract)]

@@ -51,15 +51,17 @@ struct ScreenController: Sendable {
         }
     }
 
-    /// The update-required screen, built from the oldest contract's components, counted.
+    /// The update-required screen, built from the oldest contract's components, counted. The
+    /// profile keeps the contract the client asked for: the downgrade pass serves a version
+    /// below the oldest as the oldest, and counts the screen under the version asked for, not
+    /// as traffic of the oldest supported one.
     func updateRequired(profile: ClientProfile, identity: ClientIdentity) async throws -> ScreenReply {
         metrics.recordUnsupportedClient(
             platform: buckets.platform(profile), contract: buckets.contract(profile.contract, oldest: contract.oldest, newest: contract.newest),
             appVersion: buckets.appVersion(profile.appVersion))
-        var oldest = profile
-        oldest.contract = contract.oldest
-        oldest.capabilities = []
-        return try await runtime.renderScreen(Self.updateRequired, parameters: [:], identity: identity, profile: oldest)
+        var unsupported = profile
+        unsupported.capabilities = []
+        return try await runtime.renderScreen(Self.updateRequired, parameters: [:], identity: identity, profile: unsupported)
     }
 
     /// The update-required screen as a command-style answer (`{"type":"screen",…}`).
