@@ -10,8 +10,7 @@ CREATE TABLE contract_health_daily (
     platform text NOT NULL,
     contract integer NOT NULL,
     app_version text NOT NULL,
-    -- Screens and replies fitted for this bucket (update-required answers count only in
-    -- unsupported below).
+    -- Screens and replies fitted for this bucket (update-required answers included).
     requests bigint NOT NULL DEFAULT 0 CHECK (requests >= 0),
     -- Components sent (the denominator of the fallback hit rate).
     components_rendered bigint NOT NULL DEFAULT 0 CHECK (components_rendered >= 0),
