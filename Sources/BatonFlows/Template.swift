@@ -96,20 +96,8 @@ public struct TemplateScope: Sendable {
     }
 
     public func lookup(_ path: [String]) -> JSONValue? {
-        guard let first = path.first, var current = values[first] else { return nil }
-        for part in path.dropFirst() {
-            switch current {
-            case .object(let object):
-                guard let next = object[part] else { return nil }
-                current = next
-            case .array(let array):
-                guard let index = Int(part), array.indices.contains(index) else { return nil }
-                current = array[index]
-            default:
-                return nil
-            }
-        }
-        return current
+        guard let first = path.first, let root = values[first] else { return nil }
+        return root.value(at: path.dropFirst())
     }
 
     /// A scope with one more (or a replaced) top-level value.

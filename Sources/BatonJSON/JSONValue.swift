@@ -55,8 +55,13 @@ public enum JSONValue: Sendable {
 
     /// The value at a dotted path such as `result.name` or `items.0.id`.
     public func value(atPath path: some StringProtocol) -> JSONValue? {
+        value(at: path.split(separator: ".", omittingEmptySubsequences: false))
+    }
+
+    /// The value reached by following `parts`: object members by name, array elements by index.
+    public func value<Parts: Sequence>(at parts: Parts) -> JSONValue? where Parts.Element: StringProtocol {
         var current = self
-        for part in path.split(separator: ".", omittingEmptySubsequences: false) {
+        for part in parts {
             switch current {
             case .object(let object):
                 guard let next = object[String(part)] else { return nil }
