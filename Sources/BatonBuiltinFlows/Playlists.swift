@@ -71,11 +71,10 @@ enum Playlists {
             let name = try call.string("name")
             let old = try ownedName(call, id)
             do {
-                try call.database.query("SAVEPOINT rename")
-                try call.database.query("UPDATE playlists SET name = $2, updated_at = now() WHERE id = $1", [id, name])
-                try call.database.query("RELEASE SAVEPOINT rename")
+                try call.database.savepoint { database in
+                    try database.query("UPDATE playlists SET name = $2, updated_at = now() WHERE id = $1", [id, name])
+                }
             } catch let error as PostgresError where error.isUniqueViolation {
-                try call.database.query("ROLLBACK TO SAVEPOINT rename")
                 return EffectResult("name_taken", ["name": .string(name)])
             }
             return EffectResult("renamed", ["id": .string(id.lowercased), "name": .string(name), "old": .string(old)])

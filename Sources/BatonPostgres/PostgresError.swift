@@ -25,6 +25,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         public static let decoding = Code("decoding")
         /// libpq reported something the wrapper did not expect.
         public static let protocolViolation = Code("protocolViolation")
+        /// The connection broke after COMMIT was sent: the transaction may or may not have committed.
+        public static let commitOutcomeUnknown = Code("commitOutcomeUnknown")
 
         public var description: String { name }
     }

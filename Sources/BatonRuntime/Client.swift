@@ -1,3 +1,4 @@
+import BatonJSON
 import BatonFlows
 import Crypto
 import Foundation
@@ -75,6 +76,10 @@ public struct CommandReply: Sendable {
 public struct CommandError: Error, Sendable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         case invalidPayload, invalidRequest, unauthenticated, forbidden, notFound
+        /// The same idempotency key's first request is still running (409, retry shortly).
+        case inFlight
+        /// The idempotency key was used for a different request (422).
+        case idempotencyKeyReused
     }
 
     public var kind: Kind
@@ -90,6 +95,20 @@ public struct CommandError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 
+    /// The HTTP status and error code this refusal is answered with (PROTOCOL §1): the one
+    /// place the server and the scenario runner read it from.
+    public var wire: (status: Int, code: String) {
+        switch kind {
+        case .invalidPayload: (400, "invalid_payload")
+        case .invalidRequest: (400, "invalid_request")
+        case .unauthenticated: (401, "unauthenticated")
+        case .forbidden: (403, "forbidden")
+        case .notFound: (404, "not_found")
+        case .inFlight: (409, "conflict")
+        case .idempotencyKeyReused: (422, "idempotency_key_reused")
+        }
+    }
+
     /// The HTTP error an effect, guard or loader asked for.
     public init(_ error: FlowCallError, flow: String?) {
         switch error.kind {
@@ -101,15 +120,72 @@ public struct CommandError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// A rendered screen: its exact bytes and their strong ETag.
+/// A rendered screen: its exact bytes and their ETag.
 public struct ScreenReply: Sendable {
     public var body: [UInt8]
-    /// `"<32 hex digits>"`: SHA-256 of the body, truncated (a strong validator: equal ETags
-    /// mean equal bytes).
+    /// `"<32 hex digits>"`: SHA-256 of the body with every action payload masked, of whom the
+    /// payloads were minted for, and of their validity, truncated.
+    ///
+    /// Each render mints fresh start payloads (a nonce per start action), so the bytes differ
+    /// every time; what the user sees does not. Masking them keeps `304 Not Modified` working;
+    /// hashing the subject and the validity makes the ETag change when the payloads a client
+    /// keeps would not be interchangeable with fresh ones (another user, or about to expire).
     public var etag: String
 
-    public init(body: [UInt8]) {
+    public init(body: [UInt8], subject: String, validUntil: Int) {
         self.body = body
-        self.etag = "\"" + SHA256.hash(data: body).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+        var hash = SHA256()
+        hash.update(data: Array(subject.utf8) + [0])
+        Self.maskingPayloads(body) { hash.update(bufferPointer: $0) }
+        withUnsafeBytes(of: Int64(validUntil).littleEndian) { hash.update(bufferPointer: $0) }
+        self.etag = "\"" + Hex.encode(hash.finalize().prefix(16)) + "\""
+    }
+
+    /// Feeds `body` to `consume` in chunks, with the value of every `"payload":"…"` member left
+    /// out. The sequence can only be a member name: inside a JSON string a quote is escaped.
+    static func maskingPayloads(_ body: [UInt8], _ consume: (UnsafeRawBufferPointer) -> Void) {
+        let marker = Array(#""payload":""#.utf8)
+        body.withUnsafeBytes { bytes in
+            var chunkStart = 0
+            var index = 0
+            while index + marker.count <= bytes.count {
+                if bytes[index] == marker[0], bytes[index..<(index + marker.count)].elementsEqual(marker) {
+                    let valueStart = index + marker.count
+                    consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]))
+                    // Payloads are base64url and a dot: no escapes, the next quote ends them.
+                    var end = valueStart
+                    while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += 1 }
+                    chunkStart = end
+                    index = end
+                } else {
+                    index += 1
+                }
+            }
+            consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart...]))
+        }
+    }
+}
+
+/// Lowercase hexadecimal, without Foundation's formatting.
+enum Hex {
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var output: [UInt8] = []
+        for byte in bytes {
+            output.append(digits[Int(byte >> 4)])
+            output.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+}
+
+extension CommandInput {
+    /// A digest of the input in one canonical form (members in a fixed order, absent and null
+    /// alike): two requests with the same digest asked for the same thing.
+    var digest: String {
+        var canonical: [JSONValue] = [text.map(JSONValue.string) ?? .null, choice.map(JSONValue.string) ?? .null]
+        canonical.append(choices.map { .array($0.map(JSONValue.string)) } ?? .null)
+        canonical.append(barcode.map(JSONValue.string) ?? .null)
+        return Hex.encode(SHA256.hash(data: JSONEncoding.encode(.array(canonical))).prefix(16))
     }
 }

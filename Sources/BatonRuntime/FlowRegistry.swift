@@ -8,9 +8,9 @@ import Logging
 public struct FlowInvocation: Sendable {
     public let arguments: JSONObject
     public let call: FlowCall
-    /// The connection of the command's transaction: everything written here commits or rolls
-    /// back with the session change.
-    public let database: PostgresConnection
+    /// The command's transaction: everything written here commits or rolls back with the
+    /// session change.
+    public let database: FlowDatabase
     public let logger: Logger
 
     public var subject: FlowSubject { call.subject }
@@ -96,8 +96,14 @@ public struct FlowRegistry: Sendable {
 /// Runs registry entries inside one command's transaction.
 struct DatabaseFlowHost: FlowHost {
     let registry: FlowRegistry
-    let database: PostgresConnection
+    let database: FlowDatabase
     let logger: Logger
+
+    init(registry: FlowRegistry, connection: PostgresConnection, logger: Logger) {
+        self.registry = registry
+        self.database = FlowDatabase(connection)
+        self.logger = logger
+    }
 
     func runGuard(_ name: String, arguments: JSONObject, call: FlowCall) throws -> Bool {
         guard let entry = registry.guards[name] else { throw FlowCallError.invalid("guard '\(name)' is not registered") }

@@ -8,15 +8,33 @@ import Synchronization
 /// Fits a reply to the client and encodes it: the contract layer replaces components the
 /// client cannot render with their fallbacks, drops what it cannot show, and counts both.
 public protocol ReplyFitter: Sendable {
-    /// The wire bytes of `reply` as this client can render it.
+    /// The wire bytes of `reply` as this client can render it, and what to count for it.
     /// - Parameter origin: the flow or screen that produced the reply (for logs and metrics).
-    func encode(_ reply: JSONValue, profile: ClientProfile, origin: String) -> [UInt8]
+    func fit(_ reply: JSONValue, profile: ClientProfile, origin: String) -> FittedReply
+}
+
+/// A reply fitted to one client, with what its fit adds to the counters.
+///
+/// Fitting runs inside the command's transaction, which may be retried; counting there would
+/// count a retried body twice. So the count travels with the bytes and is published once, by
+/// the caller, after the transaction committed and the reply is on its way.
+public struct FittedReply: Sendable {
+    public var bytes: [UInt8]
+    /// Records the fit (metrics, logs of blocked URLs). Call once per delivered reply.
+    public var publish: @Sendable () -> Void
+
+    public init(bytes: [UInt8], publish: @escaping @Sendable () -> Void = {}) {
+        self.bytes = bytes
+        self.publish = publish
+    }
 }
 
 /// Encodes replies as they are (tools and tests without a contract).
 public struct PassThroughFitter: ReplyFitter {
     public init() {}
-    public func encode(_ reply: JSONValue, profile: ClientProfile, origin: String) -> [UInt8] { JSONEncoding.encode(reply) }
+    public func fit(_ reply: JSONValue, profile: ClientProfile, origin: String) -> FittedReply {
+        FittedReply(bytes: JSONEncoding.encode(reply))
+    }
 }
 
 /// Where the runtime reports what happened (Prometheus in the server, nothing in tools).
@@ -81,225 +99,353 @@ public final class FlowRuntime: Sendable {
 
     // MARK: - Commands
 
-    /// Runs one command.
+    /// Runs one command (PROTOCOL §3).
+    ///
+    /// A command's identity is the whole request: subject, payload and input. The identical
+    /// request gets the stored reply of its first run, byte for byte, whatever the payload's
+    /// expiry; a request that differs from what its step already processed (another input, or
+    /// a start action whose session has moved on) is answered `refresh` and changes nothing.
     public func execute(payload: String, input: CommandInput, identity: ClientIdentity, profile: ClientProfile) async throws
         -> CommandReply
     {
         let started = ContinuousClock.now
         let now = clock()
         let claims: PayloadClaims
+        let expired: Bool
         switch signer.verify(payload, now: now) {
         case .failure(.invalid(let message)):
             metrics.commandFinished(flow: "unknown", outcome: .invalid, duration: ContinuousClock.now - started)
             throw CommandError(.invalidPayload, message)
-        case .failure(.expired(let expired)):
-            try authorize(expired, identity: identity)
-            let result = try await expiredReply(expired, identity: identity, profile: profile, now: now)
-            report(result, started: started)
-            return result.reply
+        case .failure(.expired(let verified)):
+            (claims, expired) = (verified, true)
         case .success(let verified):
-            claims = verified
+            (claims, expired) = (verified, false)
         }
-        try authorize(claims, identity: identity)
         do {
-            let result = try await pool.withTransaction { [self] db in
-                try claims.isStart
-                    ? start(claims, payload: payload, identity: identity, profile: profile, now: now, db: db)
-                    : step(claims, input: input, identity: identity, profile: profile, now: now, db: db)
-            }
-            report(result, started: started)
-            return result.reply
-        } catch let error as CommandError {
+            try authorize(claims, identity: identity)
+        } catch {
             metrics.commandFinished(flow: flowLabel(claims.flow), outcome: .invalid, duration: ContinuousClock.now - started)
             throw error
-        } catch let error as FlowEngineError where error.kind != .definition {
-            metrics.commandFinished(flow: flowLabel(claims.flow), outcome: .invalid, duration: ContinuousClock.now - started)
-            throw CommandError(.invalidRequest, error.message, flow: claims.flow)
-        } catch let error as FlowCallError {
-            metrics.commandFinished(flow: flowLabel(claims.flow), outcome: .invalid, duration: ContinuousClock.now - started)
-            throw CommandError(error, flow: claims.flow)
-        } catch let error as PostgresError where error.isDataRejection {
-            // Input reached a database rule the flow's own validation should have stopped: the
-            // command is refused (the transaction rolled back); the gap is worth a warning.
-            metrics.commandFinished(flow: flowLabel(claims.flow), outcome: .invalid, duration: ContinuousClock.now - started)
-            logger.warning("the database refused a command's data", metadata: ["flow": .string(claims.flow), "sqlstate": .string(error.sqlState ?? "")])
-            throw CommandError(.invalidRequest, "the input was refused: it breaks a data rule", flow: claims.flow)
+        }
+        let request = CommandRequest(
+            claims: claims, expired: expired, input: input, inputDigest: input.digest, identity: identity, profile: profile, now: now)
+        // Start payloads name their session: every rendered start action is its own instance,
+        // and repeats of one find the session it started.
+        let startID = claims.isStart ? PayloadSigner.sessionID(forStartPayload: payload) : nil
+        return try await run(flow: claims.flow, started: started) { [self] db in
+            if let startID { return try start(request, id: startID, parameters: claims.parameters ?? [:], db: db) }
+            return try step(request, db: db)
         }
     }
 
     /// Starts `flow` for the request's subject without a payload (deep links): a new session
     /// every time, answered with the flow's first response.
-    public func startFlow(_ flow: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile) async throws
-        -> CommandReply
-    {
+    public func startFlow(
+        _ flow: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, idempotency: IdempotencyKey? = nil
+    ) async throws -> CommandReply {
+        try await resolveLink(.flow(flow), parameters: parameters, identity: identity, profile: profile, idempotency: idempotency)
+    }
+
+    /// What a deep link opens.
+    public enum LinkTarget: Sendable, Equatable {
+        case flow(String)
+        case screen(String)
+    }
+
+    /// Opens a deep link's target for the caller: a flow starts (a new session) and answers
+    /// with its first response; a screen answers `{"type":"screen","presentation":"push",…}`.
+    ///
+    /// With an idempotency key (the IETF httpapi draft's semantics), the first request with a
+    /// key runs and its reply is stored in the same transaction as its session: the same key
+    /// with the same request answers that reply again, the same key with another request is
+    /// refused (422), and a key whose first request is still running answers 409.
+    public func resolveLink(
+        _ target: LinkTarget, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, idempotency: IdempotencyKey?
+    ) async throws -> CommandReply {
         let started = ContinuousClock.now
-        guard let engine = current[flow] else { throw CommandError(.notFound, "there is no flow '\(flow)'") }
-        guard let subject = identity.subject(for: engine.flow.audience) else {
-            throw CommandError(
-                identity.isAnonymous ? .unauthenticated : .forbidden,
-                "flow '\(flow)' needs a \(engine.flow.audience == .device ? "device (X-Device-Id)" : "signed-in user")", flow: flow)
-        }
-        let claims = PayloadClaims(
-            subject: subject.description, flow: flow, sessionID: nil, step: 0, event: "start", expires: 0,
-            parameters: parameters)
         let now = clock()
-        do {
-            let result = try await pool.withTransaction { [self] db in
-                try start(claims, payload: nil, identity: identity, profile: profile, now: now, db: db)
+        let flowName: String
+        var startClaims: (CommandRequest, UUID)?
+        switch target {
+        case .flow(let flow):
+            flowName = flow
+            guard let engine = current[flow] else { throw CommandError(.notFound, "there is no flow '\(flow.prefix(64))'") }
+            guard let subject = identity.subject(for: engine.flow.audience) else {
+                throw CommandError(
+                    identity.isAnonymous ? .unauthenticated : .forbidden,
+                    "flow '\(flow)' needs a \(engine.flow.audience == .device ? "device (X-Device-Id)" : "signed-in user")", flow: flow)
             }
-            report(result, started: started)
-            return result.reply
-        } catch let error as FlowEngineError where error.kind != .definition {
-            throw CommandError(.invalidRequest, error.message, flow: flow)
+            let claims = PayloadClaims(
+                subject: subject.description, flow: flow, sessionID: nil, step: 0, event: "start", expires: 0, parameters: parameters)
+            // The session id is chosen before the transaction, so a retry of this same request
+            // after an ambiguous COMMIT finds the session it may already have started.
+            startClaims = (
+                CommandRequest(
+                    claims: claims, expired: false, input: .none, inputDigest: CommandInput.none.digest, identity: identity,
+                    profile: profile, now: now),
+                UUID()
+            )
+        case .screen(let name):
+            flowName = ""
+            guard bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+        }
+        return try await run(flow: flowName, started: started) { [self, startClaims] db in
+            if let idempotency, let earlier = try IdempotencyStore.claim(db, idempotency) {
+                return StepResult(reply: CommandReply(body: earlier, replayed: true, outcome: .replayed, flow: flowName))
+            }
+            var result: StepResult
+            if let (request, id) = startClaims {
+                result = try start(request, id: id, parameters: parameters, db: db)
+            } else if case .screen(let name) = target {
+                let fitted = try screen(name, parameters: parameters, identity: identity, profile: profile, now: now, db: db)
+                var body: [UInt8] = Array(#"{"type":"screen","presentation":"push","screen":"#.utf8)
+                body += fitted.bytes
+                body.append(UInt8(ascii: "}"))
+                result = StepResult(
+                    reply: CommandReply(body: body, replayed: false, outcome: .screen, flow: ""), tallies: [fitted.publish])
+            } else {
+                preconditionFailure("a link target is a flow or a screen")
+            }
+            if let idempotency { IdempotencyStore.record(db, idempotency, response: result.reply.body) }
+            return result
         }
     }
 
     /// A start action's payload for `flow`, as a screen rendered now for this client would carry
     /// it (for tools and tests that start flows directly).
-    public func mintStart(flow: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile) async throws -> String {
+    public func mintStart(flow: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile) throws -> String {
         guard current[flow] != nil else { throw CommandError(.notFound, "there is no flow '\(flow)'") }
-        let now = clock()
-        return try await pool.withConnection { [self] db in
-            let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, db: db)
-            guard let payload = try encoder.start(flow: flow, parameters: parameters, title: nil)?["payload"]?.stringValue else {
-                throw CommandError(.forbidden, "flow '\(flow)' cannot run for this client")
-            }
-            return payload
+        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: clock())
+        guard let payload = try encoder.start(flow: flow, parameters: parameters, title: nil)?["payload"]?.stringValue else {
+            throw CommandError(.forbidden, "flow '\(flow)' cannot run for this client")
         }
+        return payload
     }
 
     // MARK: - Screens
 
     /// Renders a screen template for this client: loaders run in one read-only snapshot,
     /// start actions are signed, the result is fitted to the client's contract. The ETag is
-    /// the hash of the exact bytes.
+    /// the hash of the bytes with payloads masked (see ``ScreenReply``).
     public func renderScreen(_ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile) async throws
         -> ScreenReply
     {
+        guard bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+        let now = clock()
+        let fitted: FittedReply
+        do {
+            fitted = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
+                try screen(name, parameters: parameters, identity: identity, profile: profile, now: now, db: db)
+            }
+        } catch {
+            throw Self.commandError(error, flow: nil) ?? error
+        }
+        fitted.publish()
+        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now)
+        return ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry)
+    }
+
+    /// A screen's fitted bytes, on the caller's transaction.
+    private func screen(
+        _ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, now: Date, db: PostgresConnection
+    ) throws -> FittedReply {
         guard let template = bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
-        let now = clock()
+        let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
+        let screen = try ScreenRendering.render(
+            template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil))
+        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now)
+        return fitter.fit(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
+    }
+
+    // MARK: - Transactions
+
+    /// One command as it arrived: verified claims, the input and its digest, the client.
+    struct CommandRequest: Sendable {
+        var claims: PayloadClaims
+        /// The payload is genuine but past its expiry: only a replay of what it already did is
+        /// answered; anything else gets `payload_expired`.
+        var expired: Bool
+        var input: CommandInput
+        var inputDigest: String
+        var identity: ClientIdentity
+        var profile: ClientProfile
+        var now: Date
+    }
+
+    /// What a transaction body decided: the reply, and what to count once it is delivered.
+    struct StepResult: Sendable {
+        var reply: CommandReply
+        var startedFlow: String?
+        var finished: SessionResult?
+        /// The fits of the reply's parts, published after COMMIT.
+        var tallies: [@Sendable () -> Void] = []
+    }
+
+    /// Runs `body` in a transaction and publishes what it returned, once.
+    ///
+    /// If the connection breaks after COMMIT was sent, nobody knows whether the transaction
+    /// committed. The body is then run again in a new transaction, and the command log
+    /// decides: if the first attempt committed, the body finds its log entry and answers a
+    /// replay of the same bytes, and the first attempt's result is delivered (not marked as a
+    /// replay, counted once); if it did not, this is the command's first and only run.
+    private func run(flow: String, started: ContinuousClock.Instant, _ body: @escaping @Sendable (PostgresConnection) throws -> StepResult)
+        async throws -> CommandReply
+    {
+        let attempt = Mutex<StepResult?>(nil)
         do {
-            return try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
-                let host = DatabaseFlowHost(registry: registry, database: db, logger: logger)
-                let screen = try ScreenRendering.render(
-                    template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil))
-                let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, db: db)
-                let body = fitter.encode(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
-                return ScreenReply(body: body)
+            var result: StepResult
+            do {
+                result = try await pool.withTransaction { db in
+                    let result = try body(db)
+                    attempt.withLock { $0 = result }
+                    return result
+                }
+            } catch let error as PostgresError where error.code == .commitOutcomeUnknown {
+                let first = attempt.withLock { $0 }
+                logger.warning("the connection broke after COMMIT was sent; the command log decides", metadata: ["flow": .string(flow)])
+                result = try await pool.withTransaction { db in
+                    let again = try body(db)
+                    if again.reply.replayed, let first, first.reply.body == again.reply.body { return first }
+                    return again
+                }
             }
-        } catch let error as FlowEngineError where error.kind == .invalidParameters {
-            throw CommandError(.invalidRequest, error.message)
-        } catch let error as FlowCallError {
-            throw CommandError(error, flow: nil)
-        } catch let error as PostgresError where error.isDataRejection {
-            throw CommandError(.invalidRequest, "a parameter was refused: it breaks a data rule")
+            report(result, started: started)
+            return result.reply
+        } catch {
+            if let mapped = Self.commandError(error, flow: flow.isEmpty ? nil : flow) {
+                metrics.commandFinished(flow: flowLabel(flow), outcome: .invalid, duration: ContinuousClock.now - started)
+                if let postgres = error as? PostgresError, postgres.isDataRejection {
+                    // Input reached a database rule the flow's own validation should have
+                    // stopped: worth a warning (without the values, which may be user input).
+                    logger.warning(
+                        "the database refused a command's data",
+                        metadata: ["flow": .string(flow), "sqlstate": .string(postgres.sqlState ?? ""), "constraint": .string(postgres.constraint ?? "")])
+                }
+                throw mapped
+            }
+            throw error
+        }
+    }
+
+    /// The one mapping of what a flow, an effect, a guard, a loader or the database can throw
+    /// to a client-facing ``CommandError``. Nil for what is not the client's doing (the database
+    /// being unavailable, a definition bug): the server maps those itself.
+    static func commandError(_ error: any Error, flow: String?) -> CommandError? {
+        switch error {
+        case let error as CommandError:
+            return error
+        case let error as FlowEngineError where error.kind != .definition:
+            return CommandError(.invalidRequest, error.message, flow: flow)
+        case let error as FlowCallError:
+            return CommandError(error, flow: flow)
+        case let error as PostgresError where error.isDataRejection:
+            return CommandError(.invalidRequest, "the input was refused: it breaks a data rule", flow: flow)
+        default:
+            return nil
         }
     }
 
     // MARK: - Steps (on the database thread, inside the transaction)
 
-    struct StepResult: Sendable {
-        var reply: CommandReply
-        var startedFlow: String?
-        var finished: SessionResult?
-    }
-
-    private func start(
-        _ claims: PayloadClaims, payload: String?, identity: ClientIdentity, profile: ClientProfile, now: Date,
-        db: PostgresConnection
-    ) throws -> StepResult {
+    private func start(_ request: CommandRequest, id: UUID, parameters: JSONObject, db: PostgresConnection) throws -> StepResult {
+        let claims = request.claims
         guard let engine = current[claims.flow] else {
             throw CommandError(.notFound, "flow '\(claims.flow)' no longer exists", flow: claims.flow)
         }
         guard let subject = FlowSubject(claims.subject), engine.flow.audience.admits(subject.kind) else {
             throw CommandError(.forbidden, "flow '\(claims.flow)' cannot run as \(claims.subject)", flow: claims.flow)
         }
-        // A payload names its session, so repeats of one start find it; a deep link starts anew.
-        let id = payload.map(PayloadSigner.sessionID(forStartPayload:)) ?? UUID()
-        let ttl = engine.flow.ttl
         var session = SessionRow(
             id: id, subject: claims.subject, flow: claims.flow, definitionHash: engine.flow.hash, state: engine.flow.start,
-            step: 0, context: [:], status: "active", expiresAt: now.addingTimeInterval(ttl.seconds))
-        guard try SessionStore.claim(db, session: session) else {
-            guard let (_, logged) = try SessionStore.lock(db, id: id, step: 0, event: "start"), let logged else {
-                return StepResult(reply: try refresh(flow: claims.flow), startedFlow: nil, finished: nil)
+            step: 0, context: [:], status: "active", expiresAt: request.now.addingTimeInterval(engine.flow.ttl.seconds))
+        // An expired start action may still be a retry of one that ran: look, but never start.
+        let claimed = request.expired ? false : try SessionStore.claim(db, session: session)
+        guard claimed else {
+            guard let (existing, logged) = try SessionStore.lock(db, id: id, step: 0, event: "start") else {
+                return StepResult(reply: expiredBody(flow: claims.flow, parameters: parameters, request: request))
             }
-            return StepResult(reply: replay(logged, flow: claims.flow), startedFlow: nil, finished: nil)
+            guard existing.subject == claims.subject else {
+                throw CommandError(.forbidden, "this action belongs to someone else", flow: claims.flow)
+            }
+            // The same button again (a double tap, a retry) gets the session's first answer —
+            // unless the session has moved past it: then this screen is out of date.
+            guard let logged, logged.matches(request.inputDigest), existing.step <= 1 else {
+                return StepResult(reply: stale(flow: claims.flow))
+            }
+            return StepResult(reply: replay(logged.response, flow: claims.flow))
         }
         let call = FlowCall(subject: subject, flow: claims.flow, sessionID: id.uuidString.lowercased())
-        let host = DatabaseFlowHost(registry: registry, database: db, logger: logger)
-        let step = try engine.start(parameters: claims.parameters ?? [:], host: host, call: call)
-        _ = try SessionStore.bumpGeneration(db, subject: claims.subject)
+        let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
+        let step = try engine.start(parameters: parameters, host: host, call: call)
         session.state = step.session.state
         session.context = step.session.context
         session.step = 1
         session.status = step.finished?.rawValue ?? "active"
-        let (body, outcome) = try encode(step.reply, session: session, identity: identity, profile: profile, now: now, db: db)
-        SessionStore.record(db, session: session, loggedStep: 0, event: "start", response: body, outcome: outcome.rawValue)
+        let (fitted, outcome) = try encode(step.reply, session: session, request: request)
+        SessionStore.record(
+            db, session: session, loggedStep: 0, event: "start", inputDigest: request.inputDigest, response: fitted.bytes,
+            outcome: outcome.rawValue)
         return StepResult(
-            reply: CommandReply(body: Array(body.utf8), replayed: false, outcome: outcome, flow: claims.flow),
-            startedFlow: claims.flow, finished: step.finished)
+            reply: CommandReply(body: fitted.bytes, replayed: false, outcome: outcome, flow: claims.flow),
+            startedFlow: claims.flow, finished: step.finished, tallies: [fitted.publish])
     }
 
-    private func step(
-        _ claims: PayloadClaims, input: CommandInput, identity: ClientIdentity, profile: ClientProfile, now: Date,
-        db: PostgresConnection
-    ) throws -> StepResult {
+    private func step(_ request: CommandRequest, db: PostgresConnection) throws -> StepResult {
+        let claims = request.claims
         guard let id = claims.sessionID else { throw CommandError(.invalidPayload, "the payload names no session") }
-        guard case (var session, let logged)? = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) else {
+        guard case (var session, var logged)? = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) else {
             // A genuine payload for a session that is gone (cleaned up): start over.
-            return StepResult(
-                reply: try expiredBody(flow: claims.flow, parameters: nil, identity: identity, profile: profile, now: now, db: db),
-                startedFlow: nil, finished: nil)
+            return StepResult(reply: expiredBody(flow: claims.flow, parameters: nil, request: request))
         }
         guard session.subject == claims.subject else {
             throw CommandError(.forbidden, "this action belongs to someone else", flow: claims.flow)
         }
-        if let logged { return StepResult(reply: replay(logged, flow: session.flow), startedFlow: nil, finished: nil) }
-        if session.step != claims.step, let logged = try SessionStore.logged(db, id: id, step: claims.step, event: claims.event) {
-            // We waited for the lock while a copy of this command ran and committed: the join
-            // above read the log from before the wait, a fresh statement sees its entry.
-            return StepResult(reply: replay(logged, flow: session.flow), startedFlow: nil, finished: nil)
+        if logged == nil, session.step != claims.step {
+            // We may have waited for the lock while a copy of this command ran and committed:
+            // the join above read the log from before the wait, a fresh statement sees it.
+            logged = try SessionStore.logged(db, id: id, step: claims.step, event: claims.event)
         }
-        if session.status == "active", session.expiresAt < now {
+        if let logged {
+            // Processed before: the identical request gets its reply, any other is stale.
+            guard logged.matches(request.inputDigest) else { return StepResult(reply: stale(flow: session.flow)) }
+            return StepResult(reply: replay(logged.response, flow: session.flow))
+        }
+        let parameters = session.context["params"]?.objectValue
+        if session.status == "active", session.expiresAt < request.now {
             SessionStore.markExpired(db, id: id)
-            let reply = try expiredBody(
-                flow: session.flow, parameters: session.context["params"]?.objectValue, identity: identity, profile: profile,
-                now: now, db: db)
-            return StepResult(reply: reply, startedFlow: nil, finished: .expired)
+            return StepResult(reply: expiredBody(flow: session.flow, parameters: parameters, request: request), finished: .expired)
         }
-        if session.status == "expired" {
-            let reply = try expiredBody(
-                flow: session.flow, parameters: session.context["params"]?.objectValue, identity: identity, profile: profile,
-                now: now, db: db)
-            return StepResult(reply: reply, startedFlow: nil, finished: nil)
+        if request.expired || session.status == "expired" {
+            return StepResult(reply: expiredBody(flow: session.flow, parameters: parameters, request: request))
         }
         // Another event already moved the session on (or it ended): the client is looking at
         // something stale and should refresh it.
         guard session.status == "active", session.step == claims.step else {
-            return StepResult(reply: try refresh(flow: session.flow), startedFlow: nil, finished: nil)
+            return StepResult(reply: stale(flow: session.flow))
         }
         let engine = try engine(hash: session.definitionHash, db: db)
         guard let subject = FlowSubject(session.subject) else {
             throw CommandError(.forbidden, "the session's subject is not valid", flow: session.flow)
         }
         let call = FlowCall(subject: subject, flow: session.flow, sessionID: id.uuidString.lowercased())
-        let host = DatabaseFlowHost(registry: registry, database: db, logger: logger)
+        let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let result = try engine.handle(
-            event: claims.event, input: input, session: FlowSessionState(state: session.state, context: session.context),
+            event: claims.event, input: request.input, session: FlowSessionState(state: session.state, context: session.context),
             host: host, call: call)
         let loggedStep = session.step
         session.state = result.session.state
         session.context = result.session.context
         session.step += 1
         session.status = result.finished?.rawValue ?? "active"
-        session.expiresAt = now.addingTimeInterval(engine.flow.ttl.seconds)
-        let (body, outcome) = try encode(result.reply, session: session, identity: identity, profile: profile, now: now, db: db)
-        SessionStore.record(db, session: session, loggedStep: loggedStep, event: claims.event, response: body, outcome: outcome.rawValue)
+        session.expiresAt = request.now.addingTimeInterval(engine.flow.ttl.seconds)
+        let (fitted, outcome) = try encode(result.reply, session: session, request: request)
+        SessionStore.record(
+            db, session: session, loggedStep: loggedStep, event: claims.event, inputDigest: request.inputDigest, response: fitted.bytes,
+            outcome: outcome.rawValue)
         return StepResult(
-            reply: CommandReply(body: Array(body.utf8), replayed: false, outcome: outcome, flow: session.flow),
-            startedFlow: nil, finished: result.finished)
+            reply: CommandReply(body: fitted.bytes, replayed: false, outcome: outcome, flow: session.flow),
+            finished: result.finished, tallies: [fitted.publish])
     }
 
     // MARK: - Helpers
@@ -329,29 +475,18 @@ public final class FlowRuntime: Sendable {
         return engine
     }
 
-    private func encode(
-        _ reply: FlowReply, session: SessionRow, identity: ClientIdentity, profile: ClientProfile, now: Date, db: PostgresConnection
-    ) throws -> (String, CommandOutcome) {
+    private func encode(_ reply: FlowReply, session: SessionRow, request: CommandRequest) throws -> (FittedReply, CommandOutcome) {
         let encoder = makeEncoder(
-            session: (session.subject, session.flow, session.id, session.step, Int(session.expiresAt.timeIntervalSince1970)),
-            identity: identity, profile: profile, now: now, db: db)
-        let body = fitter.encode(try encoder.encode(reply), profile: profile, origin: "flow:\(session.flow)")
-        return (String(decoding: body, as: UTF8.self), Self.outcome(of: reply))
+            session: ReplyEncoder.Session(
+                subject: session.subject, flow: session.flow, id: session.id, step: session.step,
+                expires: Int(session.expiresAt.timeIntervalSince1970), parameters: session.context["params"]?.objectValue),
+            identity: request.identity, profile: request.profile, now: request.now)
+        let fitted = fitter.fit(try encoder.encode(reply), profile: request.profile, origin: "flow:\(session.flow)")
+        return (fitted, Self.outcome(of: reply))
     }
 
-    func makeEncoder(
-        session: (subject: String, flow: String, id: UUID, step: Int, expires: Int)?, identity: ClientIdentity,
-        profile: ClientProfile, now: Date, db: PostgresConnection
-    ) -> ReplyEncoder {
-        let generations = Mutex<[String: Int]>([:])
-        return ReplyEncoder(
-            signer: signer, identity: identity, profile: profile, session: session, audiences: audiences,
-            generation: { subject in
-                if let known = generations.withLock({ $0[subject] }) { return known }
-                let value = try SessionStore.generation(db, subject: subject)
-                generations.withLock { $0[subject] = value }
-                return value
-            }, now: now)
+    func makeEncoder(session: ReplyEncoder.Session?, identity: ClientIdentity, profile: ClientProfile, now: Date) -> ReplyEncoder {
+        ReplyEncoder(signer: signer, identity: identity, profile: profile, session: session, audiences: audiences, now: now)
     }
 
     static func outcome(of reply: FlowReply) -> CommandOutcome {
@@ -364,48 +499,33 @@ public final class FlowRuntime: Sendable {
         }
     }
 
-    private func replay(_ logged: String, flow: String) -> CommandReply {
-        CommandReply(body: Array(logged.utf8), replayed: true, outcome: .replayed, flow: flow)
+    private func replay(_ logged: [UInt8], flow: String) -> CommandReply {
+        CommandReply(body: logged, replayed: true, outcome: .replayed, flow: flow)
     }
 
-    private func refresh(flow: String) throws -> CommandReply {
-        CommandReply(body: JSONEncoding.encode(["type": "refresh"]), replayed: false, outcome: .stale, flow: flow)
+    /// What a command that is not the one its step processed gets: it changes nothing, and the
+    /// client reloads what it shows.
+    private func stale(flow: String) -> CommandReply {
+        CommandReply(body: Self.staleBody, replayed: false, outcome: .stale, flow: flow)
     }
+
+    static let staleBody = JSONEncoding.encode(["type": "refresh", "message": "This screen was out of date and has been refreshed."])
 
     /// The answer to an expired payload: an error with an action that starts the flow again
-    /// (with the session's parameters). A session still marked active is marked expired.
-    private func expiredReply(_ claims: PayloadClaims, identity: ClientIdentity, profile: ClientProfile, now: Date) async throws
-        -> StepResult
-    {
-        try await pool.withTransaction { [self] db in
-            var parameters = claims.parameters
-            var finished: SessionResult?
-            if let id = claims.sessionID, let (session, _) = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) {
-                parameters = session.context["params"]?.objectValue
-                if session.status == "active", session.expiresAt < now {
-                    SessionStore.markExpired(db, id: id)
-                    finished = .expired
-                }
-            }
-            let reply = try expiredBody(flow: claims.flow, parameters: parameters, identity: identity, profile: profile, now: now, db: db)
-            return StepResult(reply: reply, startedFlow: nil, finished: finished)
-        }
-    }
-
-    private func expiredBody(
-        flow: String, parameters: JSONObject?, identity: ClientIdentity, profile: ClientProfile, now: Date, db: PostgresConnection
-    ) throws -> CommandReply {
-        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, db: db)
+    /// (with the session's parameters).
+    private func expiredBody(flow: String, parameters: JSONObject?, request: CommandRequest) -> CommandReply {
+        let encoder = makeEncoder(session: nil, identity: request.identity, profile: request.profile, now: request.now)
         var object: JSONObject = [
             "type": "error", "code": "payload_expired", "message": "This has expired. Start again to continue.",
         ]
-        if current[flow] != nil, let restart = try encoder.start(flow: flow, parameters: parameters, title: "Start again") {
+        if current[flow] != nil, let restart = try? encoder.start(flow: flow, parameters: parameters, title: "Start again") {
             object["retry"] = restart
         }
         return CommandReply(body: JSONEncoding.encode(.object(object)), replayed: false, outcome: .error, flow: flow)
     }
 
     private func report(_ result: StepResult, started: ContinuousClock.Instant) {
+        for tally in result.tallies { tally() }
         let flow = flowLabel(result.reply.flow)
         metrics.commandFinished(flow: flow, outcome: result.reply.outcome, duration: ContinuousClock.now - started)
         if result.startedFlow != nil { metrics.sessionStarted(flow: flow) }
@@ -415,9 +535,13 @@ public final class FlowRuntime: Sendable {
     /// A flow name safe for a metric label: a known flow, else "unknown".
     func flowLabel(_ flow: String) -> String { current[flow] != nil ? flow : "unknown" }
 
-    /// Marks active sessions past their expiry as expired (run periodically).
+    /// Marks active sessions past their expiry as expired and forgets idempotency keys older
+    /// than a day (run periodically).
     public func expireSessions(limit: Int = 1000) async throws -> Int {
-        let flows = try await pool.withTransaction { db in try SessionStore.expireDue(db, limit: limit) }
+        let flows = try await pool.withTransaction { db in
+            try IdempotencyStore.sweep(db, limit: limit)
+            return try SessionStore.expireDue(db, limit: limit)
+        }
         for flow in flows { metrics.sessionFinished(flow: flowLabel(flow), result: .expired) }
         return flows.count
     }

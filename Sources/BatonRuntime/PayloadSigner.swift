@@ -7,8 +7,9 @@ import Foundation
 ///
 /// A payload is minted by the server for one action and is opaque to clients: it binds the
 /// subject, the flow, the session and its step, the event, an expiry and the signing key.
-/// Start payloads have no session; they carry the flow's parameters and the subject's start
-/// generation instead (see ``SessionStore``).
+/// Start payloads have no session; they carry the flow's parameters and a nonce instead: each
+/// rendered start action is its own instance, so two screens (or two devices) showing the same
+/// button start two sessions, while a double tap on one button finds the session it started.
 public struct PayloadClaims: Sendable, Equatable {
     public var keyID: String
     public var subject: String
@@ -19,13 +20,14 @@ public struct PayloadClaims: Sendable, Equatable {
     /// Unix seconds after which the payload is refused.
     public var expires: Int
     public var parameters: JSONObject?
-    public var generation: Int?
+    /// A start action's instance: random per rendered action (start payloads only).
+    public var nonce: String?
 
     public var isStart: Bool { sessionID == nil }
 
     public init(
         keyID: String = "", subject: String, flow: String, sessionID: UUID?, step: Int, event: String, expires: Int,
-        parameters: JSONObject? = nil, generation: Int? = nil
+        parameters: JSONObject? = nil, nonce: String? = nil
     ) {
         self.keyID = keyID
         self.subject = subject
@@ -35,7 +37,7 @@ public struct PayloadClaims: Sendable, Equatable {
         self.event = event
         self.expires = expires
         self.parameters = parameters
-        self.generation = generation
+        self.nonce = nonce
     }
 
     /// The signed form: keys in a fixed order, so the same claims always give the same bytes.
@@ -48,7 +50,7 @@ public struct PayloadClaims: Sendable, Equatable {
         object["e"] = .string(event)
         object["x"] = .int(expires)
         if let parameters { object["p"] = .object(parameters) }
-        if let generation { object["g"] = .int(generation) }
+        if let nonce { object["r"] = .string(nonce) }
         return .object(object)
     }
 
@@ -67,14 +69,16 @@ public struct PayloadClaims: Sendable, Equatable {
             guard let params = value.objectValue else { return nil }
             parameters = params
         }
-        var generation: Int?
-        if let value = object["g"] {
-            guard let number = value.intValue else { return nil }
-            generation = number
+        var nonce: String?
+        if let value = object["r"] {
+            guard let text = value.stringValue else { return nil }
+            nonce = text
         }
+        // Start payloads minted before nonces carried a start generation ("g"); they stay
+        // valid until they expire, and their bytes still name their session.
         self.init(
             keyID: keyID, subject: subject, flow: flow, sessionID: sessionID, step: step, event: event, expires: expires,
-            parameters: parameters, generation: generation)
+            parameters: parameters, nonce: nonce)
     }
 }
 
@@ -172,6 +176,14 @@ public struct PayloadSigner: Sendable {
     /// base64url without padding, strictly: padding, whitespace or the other alphabet refuse.
     static func base64URL(decoding text: Substring.UTF8View) -> [UInt8]? {
         try? Base64.decode(bytes: text, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+    }
+
+    /// A fresh start-action nonce: 96 random bits, base64url.
+    public static func makeNonce() -> String {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: 12)
+        for index in bytes.indices { bytes[index] = generator.next() }
+        return base64URL(bytes)
     }
 
     /// A stable identifier derived from a payload's bytes (start payloads name their session

@@ -8,15 +8,24 @@ struct ReplyEncoder {
     let identity: ClientIdentity
     let profile: ClientProfile
     /// The session the actions belong to (nil outside a flow, e.g. a standalone screen).
-    let session: (subject: String, flow: String, id: UUID, step: Int, expires: Int)?
+    let session: Session?
     /// The audience of each flow, for minting start actions.
     let audiences: [String: FlowDefinition.Audience]
-    /// Start generation per subject (read once per render).
-    let generation: (String) throws -> Int
     let now: Date
 
-    /// Start payloads expire 24–25 hours after minting: the expiry is rounded up to the hour,
-    /// so the same screen renders the same bytes (and ETag) for an hour.
+    /// What command actions of a running session are bound to.
+    struct Session {
+        var subject: String
+        var flow: String
+        var id: UUID
+        var step: Int
+        var expires: Int
+        /// The flow's parameters: "Start again" restarts with them.
+        var parameters: JSONObject?
+    }
+
+    /// Start payloads expire 24–25 hours after minting, rounded up to the hour: a screen's ETag
+    /// (computed with payloads masked, see ``ScreenReply``) changes at most once an hour.
     var startExpiry: Int {
         let hour = 3600
         return (Int(now.timeIntervalSince1970) / hour + 1) * hour + 24 * hour
@@ -66,7 +75,9 @@ struct ReplyEncoder {
             switch retry {
             case .event(let event)?: object["retry"] = try command(event: event, title: "Try again")
             case .restart?:
-                if let session { object["retry"] = try start(flow: session.flow, parameters: nil, title: "Start again") ?? .null }
+                if let session {
+                    object["retry"] = try start(flow: session.flow, parameters: session.parameters, title: "Start again") ?? .null
+                }
             case nil: break
             }
             return .object(object)
@@ -91,7 +102,7 @@ struct ReplyEncoder {
         let payload = signer.sign(
             PayloadClaims(
                 subject: subject.description, flow: flow, sessionID: nil, step: 0, event: "start", expires: startExpiry,
-                parameters: parameters ?? [:], generation: try generation(subject.description)))
+                parameters: parameters ?? [:], nonce: PayloadSigner.makeNonce()))
         var object: JSONObject = ["type": "startFlow", "url": .string(profile.commandURL), "payload": .string(payload)]
         if let title { object["title"] = .string(title) }
         return .object(object)

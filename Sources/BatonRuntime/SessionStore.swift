@@ -16,15 +16,25 @@ struct SessionRow: Sendable {
     var expiresAt: Date
 }
 
+/// A command's stored reply and the digest of the input that produced it.
+struct LoggedReply: Sendable {
+    var response: [UInt8]
+    /// Nil for rows logged before input digests were kept (they replay as they always did).
+    var inputDigest: String?
+
+    /// Whether a request with this input digest is the one that was processed.
+    func matches(_ digest: String) -> Bool { inputDigest == nil || inputDigest == digest }
+}
+
 /// The SQL behind sessions, the command log and flow definitions. Every statement runs on
 /// the command's connection, inside its transaction.
 enum SessionStore {
-    /// Locks the session and, in the same round trip, fetches the logged response for
+    /// Locks the session and, in the same round trip, fetches the logged reply for
     /// `(step, event)` if that command was already processed.
-    static func lock(_ db: PostgresConnection, id: UUID, step: Int, event: String) throws -> (SessionRow, logged: String?)? {
+    static func lock(_ db: PostgresConnection, id: UUID, step: Int, event: String) throws -> (SessionRow, logged: LoggedReply?)? {
         let rows = try db.query(
             """
-            SELECT s.subject, s.flow, s.definition_hash, s.state, s.step, s.context, s.status, s.expires_at, l.response
+            SELECT s.subject, s.flow, s.definition_hash, s.state, s.step, s.context, s.status, s.expires_at, l.response, l.input_digest
             FROM flow_sessions s
             LEFT JOIN command_log l ON l.session_id = s.id AND l.step = $2 AND l.event = $3
             WHERE s.id = $1
@@ -37,7 +47,10 @@ enum SessionStore {
             definitionHash: try row.decode(String.self, at: 2), state: try row.decode(String.self, at: 3),
             step: try row.decode(Int.self, at: 4), context: context, status: try row.decode(String.self, at: 6),
             expiresAt: try row.decode(Date.self, at: 7))
-        return (session, try row.decode(String?.self, at: 8))
+        let logged = try row.decode(String?.self, at: 8).map {
+            LoggedReply(response: Array($0.utf8), inputDigest: try row.decode(String?.self, at: 9))
+        }
+        return (session, logged)
     }
 
     /// Claims a new session id. Returns false when the session already exists (a repeated start);
@@ -58,14 +71,21 @@ enum SessionStore {
         return !rows.isEmpty
     }
 
-    /// The logged response of a command, if it was processed.
-    static func logged(_ db: PostgresConnection, id: UUID, step: Int, event: String) throws -> String? {
-        try db.query("SELECT response FROM command_log WHERE session_id = $1 AND step = $2 AND event = $3", [id, step, event])
-            .first?.decode(String.self, at: 0)
+    /// The logged reply of a command, if it was processed.
+    static func logged(_ db: PostgresConnection, id: UUID, step: Int, event: String) throws -> LoggedReply? {
+        guard
+            let row = try db.query(
+                "SELECT response, input_digest FROM command_log WHERE session_id = $1 AND step = $2 AND event = $3", [id, step, event]
+            ).first
+        else { return nil }
+        return LoggedReply(response: Array(try row.decode(String.self, at: 0).utf8), inputDigest: try row.decode(String?.self, at: 1))
     }
 
     /// Queues the session's new state and the command's log row; both go with COMMIT.
-    static func record(_ db: PostgresConnection, session: SessionRow, loggedStep: Int, event: String, response: String, outcome: String) {
+    static func record(
+        _ db: PostgresConnection, session: SessionRow, loggedStep: Int, event: String, inputDigest: String, response: [UInt8],
+        outcome: String
+    ) {
         db.enqueue(
             """
             UPDATE flow_sessions SET state = $2, step = $3, context = $4::jsonb, status = $5, expires_at = $6, updated_at = now()
@@ -77,26 +97,12 @@ enum SessionStore {
                 session.expiresAt,
             ])
         db.enqueue(
-            "INSERT INTO command_log (session_id, step, event, response, outcome) VALUES ($1, $2, $3, $4, $5)",
-            [session.id, loggedStep, event, response, outcome])
+            "INSERT INTO command_log (session_id, step, event, response, outcome, input_digest) VALUES ($1, $2, $3, $4, $5, $6)",
+            [session.id, loggedStep, event, String(decoding: response, as: UTF8.self), outcome, inputDigest])
     }
 
     static func markExpired(_ db: PostgresConnection, id: UUID) {
         db.enqueue("UPDATE flow_sessions SET status = 'expired', updated_at = now() WHERE id = $1 AND status = 'active'", [id])
-    }
-
-    /// The subject's start generation (0 before its first start).
-    static func generation(_ db: PostgresConnection, subject: String) throws -> Int {
-        try db.query("SELECT generation FROM subject_generations WHERE subject = $1", [subject]).first?.decode(Int.self, at: 0) ?? 0
-    }
-
-    static func bumpGeneration(_ db: PostgresConnection, subject: String) throws -> Int {
-        try db.query(
-            """
-            INSERT INTO subject_generations (subject, generation) VALUES ($1, 1)
-            ON CONFLICT (subject) DO UPDATE SET generation = subject_generations.generation + 1
-            RETURNING generation
-            """, [subject])[0].decode(Int.self, at: 0)
     }
 
     /// Stores definitions by hash (existing ones are left alone).

@@ -126,15 +126,7 @@ public struct ScenarioRunner: Sendable {
     }
 
     /// The HTTP status and error code the server answers a refused command with.
-    static func status(_ error: CommandError) -> (Int, String) {
-        switch error.kind {
-        case .invalidPayload: (400, "invalid_payload")
-        case .invalidRequest: (400, "invalid_request")
-        case .unauthenticated: (401, "unauthenticated")
-        case .forbidden: (403, "forbidden")
-        case .notFound: (404, "not_found")
-        }
-    }
+    static func status(_ error: CommandError) -> (Int, String) { error.wire }
 
     /// Query parameters are text.
     static func stringly(_ parameters: JSONObject) -> JSONObject {

@@ -22,11 +22,16 @@ public final class ContractFitter: ReplyFitter {
 
     public var registry: ContractRegistry { fitter.registry }
 
-    public func encode(_ reply: JSONValue, profile: ClientProfile, origin: String) -> [UInt8] {
+    public func fit(_ reply: JSONValue, profile: ClientProfile, origin: String) -> FittedReply {
         let version = registry.effectiveVersion(profile.contract) ?? registry.oldest
         let client = ScreenFitter.Client(contract: version, capabilities: profile.capabilities)
         let (bytes, report) = reply["type"] == "componentScreen"
             ? fitter.encodeScreen(reply, for: client) : fitter.encodeReply(reply, for: client)
+        return FittedReply(bytes: bytes) { [self] in publish(report, profile: profile, origin: origin) }
+    }
+
+    /// Counts a fit and logs what it blocked: once per delivered reply, after its transaction.
+    private func publish(_ report: FitReport, profile: ClientProfile, origin: String) {
         metrics.recordFit(
             report, platform: buckets.platform(profile),
             contract: buckets.contract(profile.contract, oldest: registry.oldest, newest: registry.newest),
@@ -43,6 +48,5 @@ public final class ContractFitter: ReplyFitter {
                     metadata: ["origin": .string(origin), "url": .string(String(url.prefix(200)))])
             }
         }
-        return bytes
     }
 }

@@ -55,7 +55,7 @@ struct CommandLifecycleTests {
             let old = try await client.command(oldSubmit, input: ["text": "old rules"], headers: headers)
             #expect(old.json["message"] == "Saved “old rules”", "the running session keeps the rules it started with: \(old.text)")
             let fresh = try await client.command(
-                TestFlows.startPayload("note-create", subject: "device:\(Self.device)", generation: 1), headers: headers)
+                TestFlows.startPayload("note-create", subject: "device:\(Self.device)"), headers: headers)
             let new = try await client.command(try #require(fresh.json.payload("submit")), input: ["text": "new rules"], headers: headers)
             #expect(new.json["message"] == "Noted: new rules")
             let hashes = try await after.pool.query("SELECT count(DISTINCT definition_hash) FROM flow_sessions")[0].decode(Int.self, at: 0)

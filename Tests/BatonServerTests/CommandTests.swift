@@ -55,7 +55,7 @@ struct CommandTests {
         }
     }
 
-    @Test("a retried command returns the stored response byte for byte, with Idempotent-Replay, and runs no effect")
+    @Test("a retried command returns the stored response byte for byte, with Idempotent-Replay, and runs no effect; another input is stale")
     func replay() async throws {
         let environment = try await environment()
         let app = buildApplication(environment)
@@ -68,9 +68,14 @@ struct CommandTests {
             #expect(again.headers[.idempotentReplay] == "true")
             let submit = try #require(first.json.payload("submit"))
             let done = try await client.command(submit, input: ["text": "eggs"], headers: headers)
-            let repeated = try await client.command(submit, input: ["text": "something else entirely"], headers: headers)
+            let repeated = try await client.command(submit, input: ["text": "eggs"], headers: headers)
             #expect(Array(buffer: repeated.body) == Array(buffer: done.body))
             #expect(repeated.headers[.idempotentReplay] == "true")
+            // The same payload with another input is not the request that ran: it never gets
+            // that request's reply, and changes nothing.
+            let other = try await client.command(submit, input: ["text": "something else entirely"], headers: headers)
+            #expect(other.json == ["type": "refresh", "message": "This screen was out of date and has been refreshed."])
+            #expect(other.headers[.idempotentReplay] == nil)
             #expect(try await count(environment.pool, "SELECT count(*) FROM test_effect_runs WHERE effect = 'notes.create'") == 1)
             #expect(try await count(environment.pool, "SELECT count(*) FROM test_notes") == 1)
         }
@@ -131,7 +136,7 @@ struct CommandTests {
             #expect(cancelled.json == ["type": "refresh"])
             let late = try await client.command(submit, input: ["text": "too late"], headers: headers)
             #expect(late.status == .ok)
-            #expect(late.json == ["type": "refresh"])
+            #expect(late.json == ["type": "refresh", "message": "This screen was out of date and has been refreshed."])
             #expect(late.headers[.idempotentReplay] == nil)
             #expect(try await count(environment.pool, "SELECT count(*) FROM test_notes") == 0)
             #expect(try await count(environment.pool, "SELECT count(*) FROM flow_sessions WHERE status = 'cancelled'") == 1)
@@ -154,7 +159,7 @@ struct CommandTests {
             #expect(duplicateSetup.json["type"] == "done")
             // A second note flow: the same text is refused with the effect's message.
             let second = try await client.command(
-                TestFlows.startPayload("note-create", subject: "device:\(Self.device)", generation: 1), headers: headers)
+                TestFlows.startPayload("note-create", subject: "device:\(Self.device)"), headers: headers)
             let refused = try await client.command(try #require(second.json.payload("submit")), input: ["text": "dup"], headers: headers)
             #expect(refused.json["error"] == "You already wrote “dup”.")
             #expect(refused.json["input"]?["value"] == "dup")

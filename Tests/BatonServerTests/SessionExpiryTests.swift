@@ -17,9 +17,9 @@ struct SessionExpiryTests {
         let runtime = try #require(environment.runtime)
         try await buildApplication(environment).test(.router) { client in
             let device = "8d3f6c2e-5b1a-4e7f-9c0d-2a4b6c8d0e1f"
-            for generation in 0..<3 {
+            for _ in 0..<3 {
                 _ = try await client.command(
-                    TestFlows.startPayload("note-create", subject: "device:\(device)", generation: generation),
+                    TestFlows.startPayload("note-create", subject: "device:\(device)"),
                     headers: deviceHeaders(device))
             }
             // Nothing is due yet.

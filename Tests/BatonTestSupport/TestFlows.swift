@@ -68,14 +68,15 @@ public enum TestFlows {
         return registry
     }
 
-    /// A start payload for `flow`, as a screen would have minted it.
+    /// A start payload for `flow`, as a screen would have minted it: each call is a new start
+    /// action (its own nonce) unless `nonce` is given.
     public static func startPayload(
-        _ flow: String, subject: String, parameters: JSONObject = [:], generation: Int = 0,
+        _ flow: String, subject: String, parameters: JSONObject = [:], nonce: String = PayloadSigner.makeNonce(),
         expires: Date = Date().addingTimeInterval(3600)
     ) -> String {
         TestApplication.signer.sign(
             PayloadClaims(
                 subject: subject, flow: flow, sessionID: nil, step: 0, event: "start",
-                expires: Int(expires.timeIntervalSince1970), parameters: parameters, generation: generation))
+                expires: Int(expires.timeIntervalSince1970), parameters: parameters, nonce: nonce))
     }
 }

@@ -21,6 +21,10 @@ public struct APIError: Error, HTTPResponseError, Sendable {
         public static let bodyTooLarge: Code = "body_too_large"
         public static let unsupportedMediaType: Code = "unsupported_media_type"
         public static let unavailable: Code = "unavailable"
+        /// A request with the same `Idempotency-Key` is still being processed (409).
+        public static let conflict: Code = "conflict"
+        /// The `Idempotency-Key` was already used for a different request (422).
+        public static let idempotencyKeyReused: Code = "idempotency_key_reused"
         public static let internalError: Code = "internal"
     }
 

@@ -1,4 +1,6 @@
+import BatonFlows
 import BatonPostgres
+import BatonRuntime
 import Hummingbird
 import Logging
 import Synchronization
@@ -32,8 +34,10 @@ public struct ErrorMiddleware: RouterMiddleware {
         switch error {
         case let error as APIError:
             return error
+        case let error as CommandError:
+            return APIError(commandError: error)
         case let error as PostgresError where error.isUnavailable:
-            context.logger.warning("database unavailable", metadata: ["error": "\(error.code)", "detail": "\(error.message)"])
+            context.logger.warning("database unavailable", metadata: ["error": "\(error.code)", "sqlstate": .string(error.sqlState ?? "")])
             return .unavailable("the database is unreachable; try again shortly")
         case let error as HTTPError:
             switch error.status {
@@ -59,7 +63,16 @@ public struct ErrorMiddleware: RouterMiddleware {
         case is CancellationError:
             return .unavailable("the request was cancelled")
         default:
-            context.logger.error("unhandled error", metadata: ["error": "\(String(reflecting: error))"])
+            // The type and, for the database, the SQLSTATE and constraint: never the message,
+            // detail or description, which can carry row values or the user's input.
+            var metadata: Logger.Metadata = ["error": .string(String(reflecting: type(of: error)))]
+            if let error = error as? PostgresError {
+                metadata["code"] = .string(error.code.description)
+                metadata["sqlstate"] = .string(error.sqlState ?? "")
+                metadata["constraint"] = .string(error.constraint ?? "")
+            }
+            if let error = error as? FlowEngineError { metadata["kind"] = .string("\(error.kind)") }
+            context.logger.error("unhandled error", metadata: metadata)
             return APIError(.internalServerError, .internalError, "an internal error occurred; the request id identifies it in the logs")
         }
     }
@@ -101,5 +114,19 @@ extension Router where Context == BatonRequestContext {
     ) -> Self {
         catalog.add(method, path)
         return on(RouterPath(path), method: method, use: handler)
+    }
+}
+
+extension APIError {
+    /// The HTTP error for a command, screen or deep link the runtime refused.
+    init(commandError error: CommandError) {
+        let (status, code) = error.wire
+        var headers: HTTPFields = [:]
+        switch error.kind {
+        case .unauthenticated: headers[.wwwAuthenticate] = "Bearer"
+        case .inFlight: headers[.retryAfter] = "1"
+        default: break
+        }
+        self = APIError(HTTPResponse.Status(code: status), Code(rawValue: code), error.message, headers: headers)
     }
 }

@@ -50,6 +50,7 @@ public struct RequestIDMiddleware: RouterMiddleware {
 extension HTTPField.Name {
     public static let requestID = Self("X-Request-Id")!
     public static let idempotentReplay = Self("Idempotent-Replay")!
+    public static let idempotencyKey = Self("Idempotency-Key")!
 }
 
 extension String {

@@ -24,12 +24,7 @@ struct CommandController: Sendable {
                 return Response.json(
                     bytes: try await screens.updateRequiredReply(profile: profile, identity: identity), headers: [.cacheControl: "no-store"])
             }
-            let reply: CommandReply
-            do {
-                reply = try await runtime.execute(payload: payload, input: input, identity: identity, profile: profile)
-            } catch let error as CommandError {
-                throw APIError(commandError: error)
-            }
+            let reply = try await runtime.execute(payload: payload, input: input, identity: identity, profile: profile)
             var headers: HTTPFields = [.cacheControl: "no-store"]
             if reply.replayed { headers[.idempotentReplay] = "true" }
             return Response.json(bytes: reply.body, headers: headers)
@@ -68,17 +63,5 @@ struct CommandController: Sendable {
             }
         }
         return (payload, input)
-    }
-}
-
-extension APIError {
-    init(commandError error: CommandError) {
-        switch error.kind {
-        case .invalidPayload: self = APIError(.badRequest, .invalidPayload, error.message)
-        case .invalidRequest: self = .invalidRequest(error.message)
-        case .unauthenticated: self = .unauthenticated(error.message)
-        case .forbidden: self = .forbidden(error.message)
-        case .notFound: self = .notFound(error.message)
-        }
     }
 }

@@ -1,6 +1,7 @@
 import BatonContract
 import BatonDeepLinks
 import BatonJSON
+import BatonFlows
 import BatonRuntime
 import Hummingbird
 import Logging
@@ -8,7 +9,8 @@ import Logging
 /// `POST /v{N}/deeplinks/resolve` with `{"url": "…"}` (PROTOCOL §4): an allowed link answers
 /// with the first response of its flow (started for the caller) or with its screen; anything
 /// else answers `{"type":"error","code":"link_not_allowed"}` and starts nothing. Both are
-/// counted in `baton_deeplinks_total{result,reason}`.
+/// counted in `baton_deeplinks_total{result,reason}`. A client that may retry sends an
+/// `Idempotency-Key`: the retry gets the first reply instead of a second session.
 struct DeepLinkController: Sendable {
     let runtime: FlowRuntime
     let authenticator: BearerAuthenticator
@@ -42,23 +44,27 @@ struct DeepLinkController: Sendable {
             case .allowed(let target, let parameters, _):
                 var values = JSONObject()
                 for key in parameters.keys.sorted() { values[key] = .string(parameters[key]!) }
-                do {
-                    switch target {
-                    case .flow(let flow):
-                        let reply = try await runtime.startFlow(flow, parameters: values, identity: identity, profile: profile)
-                        return Response.json(bytes: reply.body, headers: [.cacheControl: "no-store"])
-                    case .screen(let name):
-                        let reply = try await runtime.renderScreen(name, parameters: values, identity: identity, profile: profile)
-                        var body: [UInt8] = Array(#"{"type":"screen","presentation":"push","screen":"#.utf8)
-                        body += reply.body
-                        body.append(UInt8(ascii: "}"))
-                        return Response.json(bytes: body, headers: [.cacheControl: "no-store"])
-                    }
-                } catch let error as CommandError {
-                    throw APIError(commandError: error)
-                }
+                let idempotency = try Self.idempotencyKey(request, body: body, identity: identity)
+                let reply = try await runtime.resolveLink(
+                    target.runtimeTarget, parameters: values, identity: identity, profile: profile, idempotency: idempotency)
+                var headers: HTTPFields = [.cacheControl: "no-store"]
+                if reply.replayed { headers[.idempotentReplay] = "true" }
+                return Response.json(bytes: reply.body, headers: headers)
             }
         }
+    }
+
+    /// The request's `Idempotency-Key`, scoped to the caller and bound to the request's
+    /// method, path and body; nil when the client sent none.
+    static func idempotencyKey(_ request: Request, body: ByteBuffer, identity: ClientIdentity) throws -> IdempotencyKey? {
+        let values = request.headers[values: .idempotencyKey]
+        guard let key = values.first else { return nil }
+        guard values.count == 1, IdempotencyKey.isValid(key) else {
+            throw APIError.invalidRequest("Idempotency-Key must be one value of 1 to 255 visible ASCII characters")
+        }
+        return IdempotencyKey(
+            scope: identity.primarySubject?.description ?? "anonymous", key: key,
+            requestDigest: IdempotencyKey.digest(method: request.method.rawValue, path: request.uri.path, body: Array(buffer: body)))
     }
 
     /// `{"url": "…"}`.
@@ -72,5 +78,14 @@ struct DeepLinkController: Sendable {
             throw APIError.invalidRequest("the body must be {\"url\": \"<link>\"}")
         }
         return url
+    }
+}
+
+extension DeepLinkTarget {
+    var runtimeTarget: FlowRuntime.LinkTarget {
+        switch self {
+        case .flow(let flow): .flow(flow)
+        case .screen(let screen): .screen(screen)
+        }
     }
 }

@@ -28,16 +28,10 @@ struct ScreenController: Sendable {
             let parameters = try Self.parameters(request)
             let identity = try await ClientContext.identity(request, authenticator: authenticator)
             let profile = ClientContext.profile(request, contract: contractVersion)
-            let reply: ScreenReply
-            do {
-                if contract.effectiveVersion(contractVersion) == nil {
-                    reply = try await updateRequired(profile: profile, identity: identity)
-                } else {
-                    reply = try await runtime.renderScreen(name, parameters: parameters, identity: identity, profile: profile)
-                }
-            } catch let error as CommandError {
-                throw APIError(commandError: error)
-            }
+            let reply =
+                contract.effectiveVersion(contractVersion) == nil
+                ? try await updateRequired(profile: profile, identity: identity)
+                : try await runtime.renderScreen(name, parameters: parameters, identity: identity, profile: profile)
             var headers: HTTPFields = [
                 .eTag: reply.etag, .cacheControl: "private, no-cache",
                 .vary: "Authorization, X-Device-Id, X-Client-Platform, X-Client-Capabilities",
@@ -66,10 +60,7 @@ struct ScreenController: Sendable {
 
     /// The update-required screen as a command-style answer (`{"type":"screen",…}`).
     func updateRequiredReply(profile: ClientProfile, identity: ClientIdentity) async throws -> [UInt8] {
-        let screen: ScreenReply
-        do { screen = try await updateRequired(profile: profile, identity: identity) } catch let error as CommandError {
-            throw APIError(commandError: error)
-        }
+        let screen = try await updateRequired(profile: profile, identity: identity)
         var body: [UInt8] = Array(#"{"type":"screen","presentation":"replace","screen":"#.utf8)
         body += screen.body
         body.append(UInt8(ascii: "}"))

@@ -1,0 +1,67 @@
+import BatonFlows
+import BatonPostgres
+import Foundation
+
+/// What effects, guards and loaders get of the command's transaction: statements and
+/// savepoints, never the transaction itself.
+///
+/// The runtime owns BEGIN and COMMIT: it decides when the session row, the command log and
+/// the effect's writes commit together. An effect that could commit half-way (or roll back the
+/// runtime's own writes) would break exactly-once, so transaction control is refused here; an
+/// effect that wants to try something and recover uses ``savepoint(_:)``.
+public struct FlowDatabase: Sendable {
+    let connection: PostgresConnection
+
+    init(_ connection: PostgresConnection) {
+        self.connection = connection
+    }
+
+    /// Runs one parameterised statement (`$1`, `$2`, ...) in the command's transaction.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresRows {
+        if let keyword = Self.transactionControl(sql) {
+            throw FlowCallError.invalid("effects run inside the command's transaction and may not use \(keyword); use savepoint(_:)")
+        }
+        return try connection.query(sql, parameters)
+    }
+
+    /// Runs `body` inside a savepoint: if it throws, its statements are undone and the error
+    /// is rethrown, while the command's transaction goes on.
+    public func savepoint<R>(_ body: (FlowDatabase) throws -> R) throws -> R {
+        try connection.query("SAVEPOINT baton_effect")
+        do {
+            let value = try body(self)
+            try connection.query("RELEASE SAVEPOINT baton_effect")
+            return value
+        } catch {
+            try connection.query("ROLLBACK TO SAVEPOINT baton_effect")
+            try connection.query("RELEASE SAVEPOINT baton_effect")
+            throw error
+        }
+    }
+
+    /// The transaction-control keyword `sql` starts with, if any (comments and blanks skipped).
+    static func transactionControl(_ sql: String) -> String? {
+        var rest = Substring(sql)
+        while true {
+            rest = rest.drop(while: { $0.isWhitespace })
+            if rest.hasPrefix("--") {
+                rest = rest.drop(while: { $0 != "\n" })
+            } else if rest.hasPrefix("/*"), let end = rest.range(of: "*/") {
+                rest = rest[end.upperBound...]
+            } else {
+                break
+            }
+        }
+        let word = rest.prefix(while: { $0.isLetter }).uppercased()
+        let forbidden: Set<String> = [
+            "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE", "SET", "RESET",
+            "DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN",
+        ]
+        guard forbidden.contains(word) else { return nil }
+        // `SET LOCAL` ends with the transaction, which is harmless; a plain SET would outlive it
+        // on a pooled connection.
+        if word == "SET", rest.dropFirst(3).drop(while: { $0.isWhitespace }).prefix(5).uppercased() == "LOCAL" { return nil }
+        return word
+    }
+}

@@ -1,0 +1,75 @@
+import BatonPostgres
+import Crypto
+import Foundation
+
+/// An `Idempotency-Key` as a request carried it (IETF httpapi draft), for requests that are
+/// not commands: the key is scoped to the caller, and bound to a digest of the request.
+public struct IdempotencyKey: Sendable, Equatable {
+    /// Whose key it is (the subject, or the device, or `anonymous`): two callers never share.
+    public var scope: String
+    public var key: String
+    /// A digest of what the request asked for (method, path and body).
+    public var requestDigest: String
+
+    public init(scope: String, key: String, requestDigest: String) {
+        self.scope = scope
+        self.key = key
+        self.requestDigest = requestDigest
+    }
+
+    /// The digest that binds a key to one request.
+    public static func digest(method: String, path: String, body: [UInt8]) -> String {
+        var hash = SHA256()
+        hash.update(data: Array("\(method) \(path)\n".utf8))
+        hash.update(data: body)
+        return Hex.encode(hash.finalize())
+    }
+
+    /// Whether a header value is usable as a key: 1–255 visible ASCII characters.
+    public static func isValid(_ key: String) -> Bool {
+        !key.isEmpty && key.utf8.count <= 255 && key.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+    }
+}
+
+/// The SQL behind idempotency keys. Runs inside the transaction of the request it guards.
+enum IdempotencyStore {
+    /// Takes the key for this transaction. Returns the stored reply when the identical request
+    /// already ran; throws when the key is in use by a running request (409) or was used for
+    /// another request (422); returns nil when this is the key's first request.
+    static func claim(_ db: PostgresConnection, _ key: IdempotencyKey) throws -> [UInt8]? {
+        // A transaction-scoped advisory lock on the key: a second request with the key while the
+        // first one runs is told so at once instead of queueing behind it.
+        let locked = try db.query(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 7))", [key.scope + "\u{1F}" + key.key]
+        )[0].decode(Bool.self, at: 0)
+        guard locked else {
+            throw CommandError(.inFlight, "a request with this Idempotency-Key is still being processed; retry shortly")
+        }
+        guard
+            let row = try db.query(
+                "SELECT request_digest, response FROM idempotency_keys WHERE scope = $1 AND key = $2", [key.scope, key.key]
+            ).first
+        else { return nil }
+        guard try row.decode(String.self, at: 0) == key.requestDigest else {
+            throw CommandError(.idempotencyKeyReused, "this Idempotency-Key was already used for a different request")
+        }
+        return Array(try row.decode(String.self, at: 1).utf8)
+    }
+
+    /// Stores the reply of the key's first request; it commits with the request's own writes.
+    static func record(_ db: PostgresConnection, _ key: IdempotencyKey, response: [UInt8]) {
+        db.enqueue(
+            "INSERT INTO idempotency_keys (scope, key, request_digest, response) VALUES ($1, $2, $3, $4)",
+            [key.scope, key.key, key.requestDigest, String(decoding: response, as: UTF8.self)])
+    }
+
+    /// Forgets keys older than a day (the draft lets servers expire keys; clients retry within seconds).
+    static func sweep(_ db: PostgresConnection, limit: Int) throws {
+        try db.query(
+            """
+            DELETE FROM idempotency_keys WHERE ctid IN (
+                SELECT ctid FROM idempotency_keys WHERE created_at < now() - interval '1 day' LIMIT $1
+            )
+            """, [limit])
+    }
+}
