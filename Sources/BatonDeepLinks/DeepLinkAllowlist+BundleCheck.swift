@@ -18,6 +18,17 @@ extension DeepLinkAllowlist {
                 }
             }
             for template in templates { findings += outboundFindings(template) }
+            for entry in entries {
+                guard case .flow(let name) = entry.target, let flow = bundle.flows[name],
+                    let effect = flow.effectsBeforeFirstAnswer.first
+                else { continue }
+                findings.append(
+                    .error(
+                        "entry '\(entry.name)' opens flow '\(name)', which runs effect '\(effect.name)' (\(effect.location)) before the "
+                            + "user's first answer; links are retried and opened twice, so a deep-linked flow must answer first "
+                            + "(a screen or an input) and change data only on the user's tap",
+                        at: entry.targetLocation))
+            }
             return findings
         }
     }

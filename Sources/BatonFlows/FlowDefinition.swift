@@ -86,6 +86,34 @@ public struct FlowState: Sendable {
     }
 }
 
+extension FlowDefinition {
+    /// The effects a new session can run before it gives the user anything to answer: those
+    /// of action states reachable from `start` without passing a state that answers.
+    ///
+    /// A flow opened by a deep link should have none: links are retried, prefetched and
+    /// opened twice, and a change made before the user's first tap would be made each time.
+    public var effectsBeforeFirstAnswer: [EffectCall] {
+        var found: [EffectCall] = []
+        var visited: Set<String> = []
+        func visit(_ target: Target?) {
+            guard let name = target?.stateName, visited.insert(name).inserted, let state = states[name],
+                case .action(let transition) = state.response
+            else { return }
+            walk(transition)
+        }
+        func walk(_ transition: Transition) {
+            if let effect = transition.effect { found.append(effect) }
+            visit(transition.guardElse)
+            for branch in transition.cases { walk(branch.transition) }
+            if let otherwise = transition.otherwise { walk(otherwise.value) }
+            for outcome in transition.outcomes { visit(outcome.target) }
+            visit(transition.to)
+        }
+        visit(.state(start, SourceLocation(file: "", line: 1, column: 1)))
+        return found
+    }
+}
+
 /// How a session ended.
 public enum SessionResult: String, Sendable, CaseIterable {
     case completed, cancelled, expired

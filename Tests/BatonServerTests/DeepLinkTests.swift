@@ -169,4 +169,23 @@ struct DeepLinkTests {
         let errors = definitions.diagnostics.filter { $0.severity == .error }.map(\.description)
         #expect(errors.contains { $0.contains("deeplinks.yaml") && $0.contains("scan-and-goo") }, "\(errors)")
     }
+
+    @Test("lint refuses a deep-link target whose start runs an effect before the user's first answer")
+    func effectBeforeFirstAnswer() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flows-links-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: TestDatabase.repositoryRoot.appendingPathComponent("Flows"), to: directory)
+        let file = directory.appendingPathComponent("scan-and-go.yaml")
+        // An action state that registers a drop-off straight away, on the way to the scanner.
+        let flow = try String(contentsOf: file, encoding: .utf8)
+            .replacingOccurrences(
+                of: "    else: unknown-location\n    to: scan\n",
+                with: "    else: unknown-location\n    to: eager\n  eager:\n    do: dropoffs.register\n"
+                    + "    with: { code: \"3SDEMO0000001\", location: \"{{params.location}}\" }\n"
+                    + "    outcomes: { registered: scan, already: scan }\n")
+        try flow.write(to: file, atomically: true, encoding: .utf8)
+        let definitions = FlowDefinitions.load(directory: directory, catalog: BuiltinFlowsTests.registry().catalog)
+        let errors = definitions.diagnostics.filter { $0.severity == .error }.map(\.description)
+        #expect(errors.count == 1, "\(errors)")
+        #expect(errors.contains { $0.contains("deeplinks.yaml") && $0.contains("dropoffs.register") && $0.contains("first answer") }, "\(errors)")
+    }
 }

@@ -235,6 +235,43 @@ struct ExactlyOnceTests {
     }
 }
 
+@Suite("Errors from every entry point map to 4xx in one place")
+struct ErrorMappingTests {
+    @Test("guards, loaders and database data errors become 4xx; unavailability and bugs are left to the server")
+    func oneMapping() {
+        let notFound = FlowRuntime.commandError(FlowCallError.notFound("no such playlist"), flow: "x")
+        #expect(notFound?.wire.status == 404)
+        #expect(FlowRuntime.commandError(FlowCallError.forbidden("not yours"), flow: nil)?.wire.status == 403)
+        for sqlState in ["22P02", "22001", "23505", "23503", "23514"] {
+            let error = PostgresError(code: .server, sqlState: sqlState, message: "invalid input syntax for type uuid: \"secret\"")
+            let mapped = FlowRuntime.commandError(error, flow: "x")
+            #expect(mapped?.wire.code == "invalid_request", "\(sqlState)")
+            #expect(mapped?.message.contains("secret") == false, "the client never sees the row value or input")
+        }
+        #expect(FlowRuntime.commandError(PostgresError(code: .connectionLost, message: "gone"), flow: nil) == nil)
+        #expect(FlowRuntime.commandError(FlowEngineError(kind: .definition, message: "bug"), flow: nil) == nil)
+    }
+
+    @Test("a deep link whose screen loader refuses its parameter answers 4xx with the envelope, never 500")
+    func deepLinkLoaderError() async throws {
+        let environment = try await TestApplication.environment(flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry())
+        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        var headers = try await userHeaders("frank")
+        headers[.contentType] = "application/json"
+        headers[HTTPField.Name("X-Client-Platform")!] = "ios"
+        let linkHeaders = headers
+        try await buildApplication(environment).test(.router) { client in
+            for url in ["exampleapp://playlist/not-a-uuid", "exampleapp://playlist/11111111-0000-4000-8000-0000000000ff"] {
+                let response = try await client.execute(
+                    uri: "/v3/deeplinks/resolve", method: .post, headers: linkHeaders,
+                    body: ByteBuffer(bytes: JSONEncoding.encode(["url": .string(url)])))
+                #expect((400..<500).contains(Int(response.status.code)), "\(url): \(response.status) \(response.text)")
+                #expect(response.json["error"]?["code"]?.stringValue != nil)
+            }
+        }
+    }
+}
+
 @Suite("FlowDatabase: effects never control the transaction")
 struct FlowDatabaseTests {
     @Test("BEGIN, COMMIT, ROLLBACK, SAVEPOINT and session-wide SET are refused; queries and SET LOCAL pass")
