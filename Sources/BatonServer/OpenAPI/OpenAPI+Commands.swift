@@ -18,7 +18,7 @@ extension OpenAPIDocument {
             "/{version}/command": [
                 "post": operation(
                     id: "command",
-                    summary: "Send a command action back: starts a flow or moves its session on. Exactly once per payload.",
+                    summary: "Send a command action back: starts a flow or moves its session on. Exactly once per request (subject, payload, input).",
                     tags: ["flows"], parameters: [version] + clientHeaders,
                     requestBody: [
                         "required": true,
@@ -26,7 +26,7 @@ extension OpenAPIDocument {
                     ],
                     responses: [
                         "200": jsonResponse(
-                            "The command's answer. A repeat of an earlier command gets the stored answer byte for byte.",
+                            "The command's answer. The identical request again gets the stored answer byte for byte; the same payload with another input, or for a step already left, gets refresh with a message.",
                             ref("CommandResponse"),
                             headers: [
                                 "Idempotent-Replay": [
@@ -93,7 +93,16 @@ extension OpenAPIDocument {
                         "description": "true: refresh the screen behind; a list: refresh those section ids."],
                 ],
             ],
-            "RefreshResponse": ["type": "object", "required": ["type"], "properties": ["type": ["const": "refresh"]]],
+            "RefreshResponse": [
+                "type": "object", "required": ["type"],
+                "properties": [
+                    "type": ["const": "refresh"],
+                    "message": [
+                        "type": "string",
+                        "description": "Set when the command was stale (its screen was out of date): nothing changed; reload the screen.",
+                    ],
+                ],
+            ],
             "InputResponse": [
                 "type": "object", "required": ["type", "title", "input", "submit"],
                 "properties": [
@@ -182,7 +191,14 @@ extension OpenAPIDocument {
                         id: "resolveDeepLink",
                         summary: "Resolve a deep link: the first answer of its flow (started for the caller) or its screen; refused links answer error/link_not_allowed.",
                         tags: ["deep links"],
-                        parameters: [["name": "version", "in": "path", "required": true, "schema": ["type": "string", "pattern": "^v[0-9]{1,5}$"]]],
+                        parameters: [
+                            ["name": "version", "in": "path", "required": true, "schema": ["type": "string", "pattern": "^v[0-9]{1,5}$"]],
+                            [
+                                "name": "Idempotency-Key", "in": "header", "required": false,
+                                "description": "One per tap (IETF httpapi draft): a retry with the same key and body gets the first reply.",
+                                "schema": ["type": "string", "minLength": 1, "maxLength": 255],
+                            ],
+                        ],
                         requestBody: [
                             "required": true,
                             "content": [
@@ -196,9 +212,17 @@ extension OpenAPIDocument {
                         ],
                         responses: [
                             "200": jsonResponse(
-                                "The flow's first answer, a screen, or {type: error, code: link_not_allowed, reason}.", ref("CommandResponse")),
-                            "400": errorResponse("invalid_json or invalid_request."),
+                                "The flow's first answer, a screen, or {type: error, code: link_not_allowed, reason}.", ref("CommandResponse"),
+                                headers: [
+                                    "Idempotent-Replay": [
+                                        "description": "true when this is the stored reply of the key's first request.",
+                                        "schema": ["type": "string", "const": "true"],
+                                    ]
+                                ]),
+                            "400": errorResponse("invalid_json or invalid_request (including a malformed Idempotency-Key)."),
                             "401": errorResponse("unauthenticated: the link's flow needs a signed-in user."),
+                            "409": errorResponse("conflict: a request with this Idempotency-Key is still in flight; retry after Retry-After seconds."),
+                            "422": errorResponse("idempotency_key_reused: the key was used for a different request."),
                             "503": errorResponse("unavailable."),
                         ])
                 ]
