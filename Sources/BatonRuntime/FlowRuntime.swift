@@ -56,44 +56,69 @@ public struct NoRuntimeMetrics: RuntimeMetrics {
 /// the engine step with its effects, records the new state and the response, and commits.
 /// The command log makes every command exactly-once: a repeat gets the stored bytes.
 public final class FlowRuntime: Sendable {
-    public let bundle: FlowBundle
     let registry: FlowRegistry
     let pool: PostgresPool
     let signer: PayloadSigner
-    let fitter: any ReplyFitter
     let metrics: any RuntimeMetrics
     let logger: Logger
     let clock: @Sendable () -> Date
-    /// Engines of the current files, by flow name and by hash.
-    let current: [String: FlowEngine]
-    let audiences: [String: FlowDefinition.Audience]
+    /// What is being served: swapped whole by a release, read once per request, so a request
+    /// that started on one release finishes on it.
+    private let served: Mutex<ServedFlows>
     /// Engines for older definitions that running sessions still use, loaded on demand.
     private let pinned = Mutex<[String: FlowEngine]>([:])
 
     public init(
         bundle: FlowBundle, registry: FlowRegistry, pool: PostgresPool, signer: PayloadSigner,
         fitter: any ReplyFitter = PassThroughFitter(), metrics: any RuntimeMetrics = NoRuntimeMetrics(), logger: Logger,
-        clock: @escaping @Sendable () -> Date = { Date() }
+        clock: @escaping @Sendable () -> Date = { Date() }, release: String = "files"
     ) {
-        self.bundle = bundle
         self.registry = registry
         self.pool = pool
         self.signer = signer
-        self.fitter = fitter
         self.metrics = metrics
         self.logger = logger
         self.clock = clock
-        self.current = bundle.engines
-        self.audiences = bundle.flows.mapValues(\.audience)
+        let served = ServedFlows(bundle: bundle, fitter: fitter, release: release)
+        self.served = Mutex(served)
+        pin(served)
+    }
+
+    /// The flows and screens being served now.
+    public var bundle: FlowBundle { served.withLock { $0.bundle } }
+
+    /// The release being served (`files` when serving `Flows/` from disk), and the ramp, if any.
+    public var release: (id: String, ramp: (id: String, percent: Int)?) {
+        served.withLock { served in (served.release, served.ramp.map { ($0.release, $0.percent) }) }
+    }
+
+    /// Serves other definitions from now on. Requests already running finish on the ones they
+    /// started with; sessions keep the definition they started on (by hash).
+    ///
+    /// With a ramp, new sessions of the flows the ramp changes start on the ramp's definitions
+    /// for `percent`% of subjects (by a stable hash of the subject, so a subject always lands on
+    /// the same side); screens and everything else come from the ramp's bundle at once.
+    public func serve(
+        bundle: FlowBundle, fitter: any ReplyFitter, release: String, ramp: (bundle: FlowBundle, release: String, percent: Int)? = nil
+    ) {
+        let next = ServedFlows(bundle: bundle, fitter: fitter, release: release, ramp: ramp)
+        pin(next)
+        served.withLock { $0 = next }
+    }
+
+    private func pin(_ served: ServedFlows) {
         pinned.withLock { cache in
-            for engine in bundle.engines.values { cache[engine.flow.hash] = engine }
+            for engine in served.current.values { cache[engine.flow.hash] = engine }
+            for engine in served.ramp?.engines.values.map({ $0 }) ?? [] { cache[engine.flow.hash] = engine }
         }
     }
 
-    /// Stores the current definitions by hash, so sessions can always find the rules they
-    /// started on. Called once at startup.
+    /// Stores the served definitions by hash, so sessions can always find the rules they
+    /// started on. Called at startup and whenever a release is served.
     public func publishDefinitions() async throws {
-        let definitions = Array(bundle.flows.values)
+        let definitions = served.withLock { served in
+            Array(served.current.values.map(\.flow)) + Array(served.ramp?.engines.values.map(\.flow) ?? [])
+        }
         try await pool.withTransaction { db in try SessionStore.publish(db, definitions: definitions) }
     }
 
@@ -128,7 +153,8 @@ public final class FlowRuntime: Sendable {
             throw error
         }
         let request = CommandRequest(
-            claims: claims, expired: expired, input: input, inputDigest: input.digest, identity: identity, profile: profile, now: now)
+            claims: claims, expired: expired, input: input, inputDigest: input.digest, identity: identity, profile: profile, now: now,
+            served: served.withLock { $0 })
         // Start payloads name their session: every rendered start action is its own instance,
         // and repeats of one find the session it started.
         let startID = claims.isStart ? PayloadSigner.sessionID(forStartPayload: payload) : nil
@@ -164,12 +190,13 @@ public final class FlowRuntime: Sendable {
     ) async throws -> CommandReply {
         let started = ContinuousClock.now
         let now = clock()
+        let served = self.served.withLock { $0 }
         let flowName: String
         var startClaims: (CommandRequest, UUID)?
         switch target {
         case .flow(let flow):
             flowName = flow
-            guard let engine = current[flow] else { throw CommandError(.notFound, "there is no flow '\(flow.prefix(64))'") }
+            guard let engine = served.current[flow] else { throw CommandError(.notFound, "there is no flow '\(flow.prefix(64))'") }
             guard let subject = identity.subject(for: engine.flow.audience) else {
                 throw CommandError(
                     identity.isAnonymous ? .unauthenticated : .forbidden,
@@ -182,12 +209,12 @@ public final class FlowRuntime: Sendable {
             startClaims = (
                 CommandRequest(
                     claims: claims, expired: false, input: .none, inputDigest: CommandInput.none.digest, identity: identity,
-                    profile: profile, now: now),
+                    profile: profile, now: now, served: served),
                 UUID()
             )
         case .screen(let name):
             flowName = ""
-            guard bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+            guard served.bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         }
         return try await run(flow: flowName, started: started) { [self, startClaims] db in
             if let idempotency, let earlier = try IdempotencyStore.claim(db, idempotency) {
@@ -197,7 +224,7 @@ public final class FlowRuntime: Sendable {
             if let (request, id) = startClaims {
                 result = try start(request, id: id, parameters: parameters, db: db)
             } else if case .screen(let name) = target {
-                let fitted = try screen(name, parameters: parameters, identity: identity, profile: profile, now: now, db: db)
+                let fitted = try screen(name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, db: db)
                 var body: [UInt8] = Array(#"{"type":"screen","presentation":"push","screen":"#.utf8)
                 body += fitted.bytes
                 body.append(UInt8(ascii: "}"))
@@ -214,8 +241,9 @@ public final class FlowRuntime: Sendable {
     /// A start action's payload for `flow`, as a screen rendered now for this client would carry
     /// it (for tools and tests that start flows directly).
     public func mintStart(flow: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile) throws -> String {
-        guard current[flow] != nil else { throw CommandError(.notFound, "there is no flow '\(flow)'") }
-        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: clock())
+        let served = self.served.withLock { $0 }
+        guard served.current[flow] != nil else { throw CommandError(.notFound, "there is no flow '\(flow)'") }
+        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: clock(), served: served)
         guard let payload = try encoder.start(flow: flow, parameters: parameters, title: nil)?["payload"]?.stringValue else {
             throw CommandError(.forbidden, "flow '\(flow)' cannot run for this client")
         }
@@ -230,32 +258,34 @@ public final class FlowRuntime: Sendable {
     public func renderScreen(_ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile) async throws
         -> ScreenReply
     {
-        guard bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+        let served = self.served.withLock { $0 }
+        guard served.bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let now = clock()
         let fitted: FittedReply
         do {
             fitted = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
-                try screen(name, parameters: parameters, identity: identity, profile: profile, now: now, db: db)
+                try screen(name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, db: db)
             }
         } catch {
             throw Self.commandError(error, flow: nil) ?? error
         }
         fitted.publish()
-        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now)
+        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, served: served)
         return ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry)
     }
 
     /// A screen's fitted bytes, on the caller's transaction.
     private func screen(
-        _ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, now: Date, db: PostgresConnection
+        _ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows,
+        db: PostgresConnection
     ) throws -> FittedReply {
-        guard let template = bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+        guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let screen = try ScreenRendering.render(
             template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil))
-        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now)
-        return fitter.fit(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
+        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, served: served)
+        return served.fitter.fit(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
     }
 
     // MARK: - Transactions
@@ -271,6 +301,8 @@ public final class FlowRuntime: Sendable {
         var identity: ClientIdentity
         var profile: ClientProfile
         var now: Date
+        /// The definitions served when the request arrived: it finishes on them.
+        var served: ServedFlows
     }
 
     /// What a transaction body decided: the reply, and what to count once it is delivered.
@@ -350,7 +382,7 @@ public final class FlowRuntime: Sendable {
 
     private func start(_ request: CommandRequest, id: UUID, parameters: JSONObject, db: PostgresConnection) throws -> StepResult {
         let claims = request.claims
-        guard let engine = current[claims.flow] else {
+        guard let engine = request.served.engine(starting: claims.flow, for: claims.subject) else {
             throw CommandError(.notFound, "flow '\(claims.flow)' no longer exists", flow: claims.flow)
         }
         guard let subject = FlowSubject(claims.subject), engine.flow.audience.admits(subject.kind) else {
@@ -424,7 +456,7 @@ public final class FlowRuntime: Sendable {
         guard session.status == "active", session.step == claims.step else {
             return StepResult(reply: stale(flow: session.flow))
         }
-        let engine = try engine(hash: session.definitionHash, db: db)
+        let engine = try engine(hash: session.definitionHash, served: request.served, db: db)
         guard let subject = FlowSubject(session.subject) else {
             throw CommandError(.forbidden, "the session's subject is not valid", flow: session.flow)
         }
@@ -461,7 +493,7 @@ public final class FlowRuntime: Sendable {
 
     /// The engine for a definition hash: current files first, then definitions stored by
     /// earlier deployments (a session keeps the rules it started on).
-    private func engine(hash: String, db: PostgresConnection) throws -> FlowEngine {
+    private func engine(hash: String, served: ServedFlows, db: PostgresConnection) throws -> FlowEngine {
         if let engine = pinned.withLock({ $0[hash] }) { return engine }
         guard let stored = try SessionStore.definitionSource(db, hash: hash) else {
             throw FlowEngineError(kind: .definition, message: "no flow definition with hash \(hash.prefix(12)) is stored")
@@ -470,7 +502,7 @@ public final class FlowRuntime: Sendable {
         guard let flow, !diagnostics.hasErrors else {
             throw FlowEngineError(kind: .definition, message: "stored definition \(hash.prefix(12)) of '\(stored.flow)' no longer loads")
         }
-        let engine = FlowEngine(flow: flow, screens: bundle.screens)
+        let engine = FlowEngine(flow: flow, screens: served.bundle.screens)
         pinned.withLock { $0[hash] = engine }
         return engine
     }
@@ -480,13 +512,15 @@ public final class FlowRuntime: Sendable {
             session: ReplyEncoder.Session(
                 subject: session.subject, flow: session.flow, id: session.id, step: session.step,
                 expires: Int(session.expiresAt.timeIntervalSince1970), parameters: session.context["params"]?.objectValue),
-            identity: request.identity, profile: request.profile, now: request.now)
-        let fitted = fitter.fit(try encoder.encode(reply), profile: request.profile, origin: "flow:\(session.flow)")
+            identity: request.identity, profile: request.profile, now: request.now, served: request.served)
+        let fitted = request.served.fitter.fit(try encoder.encode(reply), profile: request.profile, origin: "flow:\(session.flow)")
         return (fitted, Self.outcome(of: reply))
     }
 
-    func makeEncoder(session: ReplyEncoder.Session?, identity: ClientIdentity, profile: ClientProfile, now: Date) -> ReplyEncoder {
-        ReplyEncoder(signer: signer, identity: identity, profile: profile, session: session, audiences: audiences, now: now)
+    func makeEncoder(
+        session: ReplyEncoder.Session?, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows
+    ) -> ReplyEncoder {
+        ReplyEncoder(signer: signer, identity: identity, profile: profile, session: session, audiences: served.audiences, now: now)
     }
 
     static func outcome(of reply: FlowReply) -> CommandOutcome {
@@ -514,11 +548,11 @@ public final class FlowRuntime: Sendable {
     /// The answer to an expired payload: an error with an action that starts the flow again
     /// (with the session's parameters).
     private func expiredBody(flow: String, parameters: JSONObject?, request: CommandRequest) -> CommandReply {
-        let encoder = makeEncoder(session: nil, identity: request.identity, profile: request.profile, now: request.now)
+        let encoder = makeEncoder(session: nil, identity: request.identity, profile: request.profile, now: request.now, served: request.served)
         var object: JSONObject = [
             "type": "error", "code": "payload_expired", "message": "This has expired. Start again to continue.",
         ]
-        if current[flow] != nil, let restart = try? encoder.start(flow: flow, parameters: parameters, title: "Start again") {
+        if request.served.current[flow] != nil, let restart = try? encoder.start(flow: flow, parameters: parameters, title: "Start again") {
             object["retry"] = restart
         }
         return CommandReply(body: JSONEncoding.encode(.object(object)), replayed: false, outcome: .error, flow: flow)
@@ -533,7 +567,7 @@ public final class FlowRuntime: Sendable {
     }
 
     /// A flow name safe for a metric label: a known flow, else "unknown".
-    func flowLabel(_ flow: String) -> String { current[flow] != nil ? flow : "unknown" }
+    func flowLabel(_ flow: String) -> String { served.withLock { $0.bundle.flows[flow] != nil } ? flow : "unknown" }
 
     /// Marks active sessions past their expiry as expired and forgets idempotency keys older
     /// than a day (run periodically).
