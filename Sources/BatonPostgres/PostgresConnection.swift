@@ -8,7 +8,8 @@ import Foundation
 /// exclusive use is what makes the `@unchecked Sendable` below sound: libpq connections are not
 /// thread-safe, but they may move between threads between calls.
 public final class PostgresConnection: @unchecked Sendable {
-    private let handle: OpaquePointer
+    /// The libpq handle (the listener polls its socket and reads notifications from it).
+    let handle: OpaquePointer
     /// SQL text → server-side prepared statement name. Lives and dies with this connection.
     private var preparedStatements: [String: String] = [:]
     private var nextStatementID = 0

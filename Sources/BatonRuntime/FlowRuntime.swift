@@ -87,6 +87,9 @@ public final class FlowRuntime: Sendable {
     /// The flows and screens being served now.
     public var bundle: FlowBundle { served.withLock { $0.bundle } }
 
+    /// The effects, guards and loaders flows may call (what a bundle is linted against).
+    public var catalog: FlowCatalog { registry.catalog }
+
     /// The release being served (`files` when serving `Flows/` from disk), and the ramp, if any.
     public var release: (id: String, ramp: (id: String, percent: Int)?) {
         served.withLock { served in (served.release, served.ramp.map { ($0.release, $0.percent) }) }

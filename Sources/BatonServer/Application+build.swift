@@ -29,6 +29,8 @@ public struct BatonEnvironment: Sendable {
     public let buckets: ClientBuckets
     /// Every route the application registers (filled by ``buildApplication(_:)``).
     public let routes = RouteCatalog()
+    /// The contract and allowlist served, swapped with the runtime's flows by a release.
+    public let live: LiveDefinitions?
 
     public init(
         configuration: BatonConfiguration, pool: PostgresPool, migrator: Migrator, metrics: BatonMetrics, logger: Logger,
@@ -37,6 +39,7 @@ public struct BatonEnvironment: Sendable {
     ) {
         self.allowlist = allowlist
         self.contract = contract
+        self.live = contract.map { LiveDefinitions(contract: $0, allowlist: allowlist) }
         self.buckets = buckets
         self.runtime = runtime
         self.authenticator = authenticator
@@ -66,7 +69,8 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     router.add(middleware: ErrorMiddleware(routes: catalog))
     router.add(middleware: BodyLimitMiddleware(limit: environment.configuration.bodyLimit))
 
-    HealthController(pool: environment.pool, migrator: environment.migrator).register(on: router, catalog: catalog)
+    let flowsInfo: [@Sendable () -> (String, JSONValue)] = environment.live.map { live in [{ ("flows", live.readiness) }] } ?? []
+    HealthController(pool: environment.pool, migrator: environment.migrator, details: flowsInfo).register(on: router, catalog: catalog)
     MetricsController(metrics: environment.metrics, pool: environment.pool).register(on: router, catalog: catalog)
     var contributions: [OpenAPIContribution] = []
     if environment.runtime != nil, environment.contract != nil {
@@ -80,15 +84,15 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
         Response.json(bytes: openAPI, headers: [.cacheControl: "public, max-age=300"])
     }
     var services = environment.services
-    if let runtime = environment.runtime, let contract = environment.contract {
+    if let runtime = environment.runtime, let live = environment.live {
         let screens = ScreenController(
-            runtime: runtime, authenticator: environment.authenticator, contract: contract, metrics: environment.metrics,
+            runtime: runtime, authenticator: environment.authenticator, live: live, metrics: environment.metrics,
             buckets: environment.buckets)
         screens.register(on: router, catalog: catalog)
         CommandController(runtime: runtime, authenticator: environment.authenticator, screens: screens).register(on: router, catalog: catalog)
-        if let allowlist = environment.allowlist {
+        if environment.allowlist != nil {
             DeepLinkController(
-                runtime: runtime, authenticator: environment.authenticator, allowlist: allowlist, screens: screens,
+                runtime: runtime, authenticator: environment.authenticator, live: live, screens: screens,
                 metrics: environment.metrics
             ).register(on: router, catalog: catalog)
         }
@@ -99,6 +103,14 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
             ContractHealthService(
                 rollup: environment.metrics.contractHealth, pool: environment.pool,
                 interval: environment.configuration.contractHealthInterval, logger: environment.logger))
+        if environment.configuration.flowsSource != .files || environment.configuration.watchFlows {
+            services.append(
+                ReleaseWatcher(
+                    .init(
+                        runtime: runtime, live: live, pool: environment.pool, metrics: environment.metrics, buckets: environment.buckets,
+                        logger: environment.logger, configuration: environment.configuration)))
+        }
+        environment.metrics.recordRelease(runtime.release.id, ramp: nil)
     }
     if environment.configuration.diagnostics {
         DiagnosticsController(pool: environment.pool).register(on: router, catalog: catalog)

@@ -22,8 +22,11 @@ func loadDefinitions(_ directory: String) -> FlowDefinitions {
 struct FlowsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flows",
-        abstract: "Work with flow definitions: lint them, draw them.",
-        subcommands: [LintCommand.self, GraphCommand.self, TestCommand.self]
+        abstract: "Work with flow definitions: lint them, draw them, test them, publish them as live releases.",
+        subcommands: [
+            LintCommand.self, GraphCommand.self, TestCommand.self, PublishCommand.self, ReleasesCommand.self, DiffCommand.self,
+            RollbackCommand.self, PromoteCommand.self,
+        ]
     )
 
     struct LintCommand: AsyncParsableCommand {

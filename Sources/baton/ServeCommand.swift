@@ -31,12 +31,20 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Apply pending migrations before serving (BATON_MIGRATE, default on).")
     var migrate: Bool?
 
+    @Option(help: "Where flows come from: auto (the current published release once one exists, else the files), files or database (BATON_FLOWS_SOURCE).")
+    var flowsSource: String?
+
+    @Flag(help: "Development: reload the flows directory when a file changes; lint gates each reload (BATON_FLOWS_WATCH).")
+    var watch = false
+
     func run() async throws {
         var extra: [AbsoluteConfigKey: ConfigValue] = [:]
         if let host { extra["http.host"] = ConfigValue(.string(host), isSecret: false) }
         if let port { extra["http.port"] = ConfigValue(.int(port), isSecret: false) }
         if let flowsDir { extra["baton.flows.dir"] = ConfigValue(.string(flowsDir), isSecret: false) }
         if let migrate { extra["baton.migrate"] = ConfigValue(.bool(migrate), isSecret: false) }
+        if let flowsSource { extra["baton.flows.source"] = ConfigValue(.string(flowsSource), isSecret: false) }
+        if watch { extra["baton.flows.watch"] = ConfigValue(.bool(true), isSecret: false) }
         let configuration: BatonConfiguration
         do { configuration = try await common.loadConfiguration(extra: extra) } catch { fail("\(error)") }
         let logger = bootstrapLogging(configuration)

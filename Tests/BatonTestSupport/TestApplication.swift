@@ -25,6 +25,8 @@ public enum TestApplication {
         configuration.migrationsDirectory = TestDatabase.migrationsDirectory.path
         configuration.signingKeys = signingKeys
         configuration.jwtHS256Secret = jwtSecret
+        // Tests serve their flow files unless they test releases.
+        configuration.flowsSource = .files
         configure(&configuration)
         return configuration
     }

@@ -20,6 +20,12 @@ import SystemPackage
 /// - `baton.jwt.public.keys` (`BATON_JWT_PUBLIC_KEYS`): PEM files or inline PEM for RS256/ES256.
 /// - `baton.jwt.issuer` / `baton.jwt.audience` (`BATON_JWT_ISSUER` / `BATON_JWT_AUDIENCE`).
 /// - `baton.diagnostics` (`BATON_DIAGNOSTICS`, default false): exposes `/diagnostics/*` (benchmarks).
+/// - `baton.flows.source` (`BATON_FLOWS_SOURCE`: auto | files | database, default auto): where the
+///   served bundle comes from; auto serves the current published release once one exists.
+/// - `baton.flows.watch` (`BATON_FLOWS_WATCH`, default false): reload `Flows/` when a file changes.
+/// - `baton.flows.check.interval` (`BATON_FLOWS_CHECK_INTERVAL`, seconds, default 5): how often a
+///   replica re-checks the current release even without a notification.
+/// - `baton.replica` (`BATON_REPLICA`, default hostname:pid): this replica's name in release reports.
 /// - `log.level` (`LOG_LEVEL`, default info), `log.format` (`LOG_FORMAT`: json | logfmt, default json).
 public struct BatonConfiguration: Sendable {
     public var databaseURL: String?
@@ -42,6 +48,24 @@ public struct BatonConfiguration: Sendable {
     public var contractHealthInterval: Duration
     public var logLevel: Logger.Level
     public var logFormat: LogFormat
+    /// Where the served bundle comes from.
+    public var flowsSource: FlowsSource
+    /// Reload `Flows/` from disk when a file changes (development).
+    public var watchFlows: Bool
+    /// How often a replica re-checks the current release without a notification.
+    public var releaseCheckInterval: Duration
+    /// This replica's name in release reports.
+    public var replicaName: String
+
+    /// Where `serve` takes its flows from.
+    public enum FlowsSource: String, Sendable {
+        /// The current published release once one exists, `Flows/` on disk until then.
+        case auto
+        /// Always `Flows/` on disk (releases are ignored).
+        case files
+        /// Only published releases (until one exists, `Flows/` on disk).
+        case database
+    }
 
     /// Problems in the configuration, reported before anything starts.
     public struct Error: Swift.Error, CustomStringConvertible, Sendable {
@@ -81,6 +105,18 @@ public struct BatonConfiguration: Sendable {
             throw Error(description: "log.format (LOG_FORMAT) must be json or logfmt; got '\(format)'")
         }
         logFormat = parsedFormat
+        let source = reader.string(forKey: "baton.flows.source", default: "auto").lowercased()
+        guard let parsedSource = FlowsSource(rawValue: source) else {
+            throw Error(description: "baton.flows.source (BATON_FLOWS_SOURCE) must be auto, files or database; got '\(source)'")
+        }
+        flowsSource = parsedSource
+        watchFlows = reader.bool(forKey: "baton.flows.watch", default: false)
+        let checkInterval = reader.double(forKey: "baton.flows.check.interval", default: 5)
+        guard checkInterval >= 0.05, checkInterval <= 3600 else {
+            throw Error(description: "baton.flows.check.interval (BATON_FLOWS_CHECK_INTERVAL) must be 0.05–3600 seconds; got \(checkInterval)")
+        }
+        releaseCheckInterval = .milliseconds(Int(checkInterval * 1000))
+        replicaName = reader.string(forKey: "baton.replica", default: "\(ProcessInfo.processInfo.hostName):\(getpid())")
         guard (1...65535).contains(httpPort) else { throw Error(description: "http.port (HTTP_PORT) must be 1–65535; got \(httpPort)") }
         guard (1...1000).contains(poolSize) else { throw Error(description: "database.pool.size must be 1–1000; got \(poolSize)") }
         guard bodyLimit >= 1024 else { throw Error(description: "http.body.limit must be at least 1024 bytes; got \(bodyLimit)") }

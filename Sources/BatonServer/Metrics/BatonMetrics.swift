@@ -15,6 +15,7 @@ public final class BatonMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     private let poolSnapshot = Mutex<PostgresPool.Statistics?>(nil)
     private let loadedFlows = Mutex<[Gauge]>([])
+    private let releaseGauges = Mutex<[Gauge]>([])
 
     /// The daily per-app-version rollup in PostgreSQL, fed alongside the contract counters.
     public let contractHealth: ContractHealthRollup
@@ -47,6 +48,8 @@ public final class BatonMetrics: Sendable {
         static var clientsUnsupported: Family { Family(namespace: "baton", metricName: "clients_unsupported", unitName: "total", helpText: "Requests from clients below the oldest supported contract version (answered with the update-required screen).") }
         static var deepLinks: Family { Family(namespace: "baton", metricName: "deeplinks", unitName: "total", helpText: "Deep links resolved, by result (allowed, rejected) and reason.") }
         static var flowsLoaded: Family { Family(namespace: "baton", metricName: "flows", unitName: "loaded", helpText: "Always 1 per flow this process serves; hash is the SHA-256 of its definition file (flow_definitions.hash).") }
+        static var releaseInfo: Family { Family(namespace: "baton", metricName: "flows_release", unitName: "info", helpText: "Always 1 for the flows release this process serves (release is the release id, or files); role is current or ramp.") }
+        static var reloads: Family { Family(namespace: "baton", metricName: "flows_reloads", unitName: "total", helpText: "Attempts to serve another flows bundle (a release or edited files), by result (ok, failed).") }
         static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
     }
 
@@ -188,6 +191,26 @@ public final class BatonMetrics: Sendable {
                 return gauge
             }
         }
+    }
+
+    // MARK: - Releases
+
+    /// Publishes `baton_flows_release_info{release,role} 1` for what is served now.
+    public func recordRelease(_ release: String, ramp: String?) {
+        releaseGauges.withLock { published in
+            for gauge in published { registry.unregisterGauge(gauge) }
+            let served = [(release, "current")] + (ramp.map { [($0, "ramp")] } ?? [])
+            published = served.map { release, role in
+                let gauge = registry.makeGauge(descriptor: Families.releaseInfo, labels: [("release", release), ("role", role)])
+                gauge.set(to: 1)
+                return gauge
+            }
+        }
+    }
+
+    /// Counts an attempt to serve another bundle.
+    public func recordReload(ok: Bool) {
+        registry.makeCounter(descriptor: Families.reloads, labels: [("result", ok ? "ok" : "failed")]).increment()
     }
 
     // MARK: - Build

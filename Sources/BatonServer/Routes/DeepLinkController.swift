@@ -14,7 +14,8 @@ import Logging
 struct DeepLinkController: Sendable {
     let runtime: FlowRuntime
     let authenticator: BearerAuthenticator
-    let allowlist: DeepLinkAllowlist
+    /// The allowlist served now (a release may swap it).
+    let live: LiveDefinitions
     let screens: ScreenController
     let metrics: BatonMetrics
 
@@ -31,6 +32,7 @@ struct DeepLinkController: Sendable {
                 let screen = try await screens.updateRequiredReply(profile: profile, identity: identity)
                 return Response.json(bytes: screen, headers: [.cacheControl: "no-store"])
             }
+            guard let allowlist = live.allowlist else { throw APIError.notFound("deep links are not configured") }
             let decision = allowlist.match(url, platform: profile.platform)
             metrics.recordDeepLink(decision.metricDimensions)
             switch decision {

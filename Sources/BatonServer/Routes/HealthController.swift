@@ -11,13 +11,19 @@ public final class HealthController: Sendable {
     let migrator: Migrator
     /// Extra readiness checks contributed by later layers (flows loaded, ...): name → problem or nil.
     let checks: [@Sendable () async -> (String, String?)]
+    /// Facts shown beside the checks that do not decide readiness (the flows release served).
+    let details: [@Sendable () -> (String, JSONValue)]
     /// Once migrations are known to be current, re-check them only this often.
     private let migrationsCheckedAt = Mutex<ContinuousClock.Instant?>(nil)
 
-    public init(pool: PostgresPool, migrator: Migrator, checks: [@Sendable () async -> (String, String?)] = []) {
+    public init(
+        pool: PostgresPool, migrator: Migrator, checks: [@Sendable () async -> (String, String?)] = [],
+        details: [@Sendable () -> (String, JSONValue)] = []
+    ) {
         self.pool = pool
         self.migrator = migrator
         self.checks = checks
+        self.details = details
     }
 
     func register(on router: Router<BatonRequestContext>, catalog: RouteCatalog) {
@@ -61,6 +67,10 @@ public final class HealthController: Sendable {
             let (name, problem) = await check()
             results[name] = .string(problem ?? "ok")
             if let problem { problems.append("\(name): \(problem)") }
+        }
+        for detail in details {
+            let (name, value) = detail()
+            results[name] = value
         }
         guard problems.isEmpty else {
             throw APIError.unavailable("not ready: " + problems.joined(separator: "; "), retryAfterSeconds: 5)

@@ -9,7 +9,9 @@ import Hummingbird
 struct ScreenController: Sendable {
     let runtime: FlowRuntime
     let authenticator: BearerAuthenticator
-    let contract: ContractRegistry
+    /// The contract served now (a release may swap it).
+    let live: LiveDefinitions
+    var contract: ContractRegistry { live.contract }
     let metrics: BatonMetrics
     let buckets: ClientBuckets
 

@@ -1,0 +1,181 @@
+import BatonJSON
+import BatonPostgres
+import Foundation
+
+/// Releases in PostgreSQL: publishing, ramping, promoting and rolling back, and what replicas
+/// read and report. Every change bumps the state's version and NOTIFYs `baton_releases` in
+/// the same transaction, so replicas hear of it exactly when it commits.
+public enum ReleaseStore {
+    /// The channel replicas LISTEN on.
+    public static let channel = "baton_releases"
+
+    /// Which release is current and which one ramps.
+    public struct State: Sendable, Equatable {
+        public var current: String?
+        public var ramp: String?
+        public var rampPercent: Int
+        public var version: Int
+    }
+
+    /// One published release.
+    public struct Summary: Sendable {
+        public var id: String
+        public var message: String
+        public var publishedBy: String
+        public var publishedAt: Date
+        public var isCurrent: Bool
+        public var rampPercent: Int?
+    }
+
+    /// A replica's report of a state version.
+    public struct Report: Sendable {
+        public var replica: String
+        public var release: String
+        public var ok: Bool
+        public var detail: String
+    }
+
+    public static func state(_ db: PostgresConnection) throws -> State {
+        let row = try db.query("SELECT current_release, ramp_release, ramp_percent, version FROM flow_release_state")[0]
+        return State(
+            current: try row.decode(String?.self, at: 0), ramp: try row.decode(String?.self, at: 1),
+            rampPercent: try row.decode(Int.self, at: 2), version: try row.decode(Int.self, at: 3))
+    }
+
+    public static func files(_ db: PostgresConnection, release: String) throws -> ReleaseFiles {
+        guard let row = try db.query("SELECT files::text FROM flow_releases WHERE id = $1", [release]).first else {
+            throw ReleaseError("there is no release \(release.prefix(12))")
+        }
+        let json = try JSONValue.parse(Array(try row.decode(String.self, at: 0).utf8))
+        var files: [String: String] = [:]
+        for (path, content) in json.objectValue ?? [:] { files[path] = content.stringValue ?? "" }
+        return ReleaseFiles(files: files)
+    }
+
+    /// The full id of the release `prefix` names (at least 4 hex digits, unique).
+    public static func resolve(_ db: PostgresConnection, _ prefix: String) throws -> String {
+        guard prefix.count >= 4, prefix.allSatisfy(\.isHexDigit) else {
+            throw ReleaseError("'\(prefix.prefix(64))' is not a release id (at least 4 hex digits)")
+        }
+        let rows = try db.query("SELECT id FROM flow_releases WHERE id LIKE $1 || '%' LIMIT 2", [prefix.lowercased()])
+        guard rows.count == 1 else {
+            throw ReleaseError(rows.isEmpty ? "there is no release \(prefix)" : "release id \(prefix) is ambiguous; give more digits")
+        }
+        return try rows[0].decode(String.self, at: 0)
+    }
+
+    /// Stores `files` as a release (once: the same content is the same release) and makes it
+    /// current, or ramps it to `rampPercent` of new sessions. Returns the new state.
+    public static func publish(
+        _ db: PostgresConnection, _ files: ReleaseFiles, message: String, actor: String, rampPercent: Int? = nil
+    ) throws -> State {
+        let id = files.id
+        var object = JSONObject()
+        for path in files.files.keys.sorted() { object[path] = .string(files.files[path]!) }
+        try db.query(
+            "INSERT INTO flow_releases (id, files, message, published_by) VALUES ($1, $2::jsonb, $3, $4) ON CONFLICT (id) DO NOTHING",
+            [id, PostgresJSON(String(decoding: JSONEncoding.encode(.object(object)), as: UTF8.self)), message, actor])
+        let before = try lockedState(db)
+        if let rampPercent, rampPercent < 100 {
+            guard before.current != nil, before.current != id else {
+                throw ReleaseError(
+                    before.current == nil
+                        ? "nothing is published yet: publish without --ramp first" : "release \(id.prefix(12)) is already current")
+            }
+            return try change(db, action: "ramp", release: id, previous: before.ramp, current: before.current, ramp: id,
+                              percent: max(1, rampPercent), actor: actor, message: message)
+        }
+        return try change(db, action: "publish", release: id, previous: before.current, current: id, ramp: nil, percent: 0,
+                          actor: actor, message: message)
+    }
+
+    /// Makes the ramping release current for everyone.
+    public static func promote(_ db: PostgresConnection, actor: String) throws -> State {
+        let before = try lockedState(db)
+        guard let ramp = before.ramp else { throw ReleaseError("no release is ramping") }
+        return try change(db, action: "promote", release: ramp, previous: before.current, current: ramp, ramp: nil, percent: 0,
+                          actor: actor, message: "")
+    }
+
+    /// Ends a ramp (its release no longer starts sessions) or, with no ramp, makes `release` —
+    /// by default the release that was current before the current one — current again.
+    public static func rollback(_ db: PostgresConnection, to release: String?, actor: String) throws -> State {
+        let before = try lockedState(db)
+        if release == nil, let ramp = before.ramp, let current = before.current {
+            return try change(db, action: "rollback", release: current, previous: ramp, current: current, ramp: nil, percent: 0,
+                              actor: actor, message: "ramp ended")
+        }
+        let target: String
+        if let release {
+            target = try resolve(db, release)
+        } else {
+            guard let current = before.current,
+                let previous = try db.query(
+                    """
+                    SELECT previous FROM flow_release_events
+                    WHERE release = $1 AND action IN ('publish', 'promote', 'rollback') AND previous IS NOT NULL AND previous <> $1
+                    ORDER BY id DESC LIMIT 1
+                    """, [current]
+                ).first?.decode(String.self, at: 0)
+            else { throw ReleaseError("there is no earlier release to roll back to") }
+            target = previous
+        }
+        return try change(db, action: "rollback", release: target, previous: before.current, current: target, ramp: nil, percent: 0,
+                          actor: actor, message: "")
+    }
+
+    public static func list(_ db: PostgresConnection, limit: Int = 50) throws -> [Summary] {
+        let state = try self.state(db)
+        return try db.query("SELECT id, message, published_by, published_at FROM flow_releases ORDER BY published_at DESC, id LIMIT $1", [limit])
+            .map { row in
+                let id = try row.decode(String.self, at: 0)
+                return Summary(
+                    id: id, message: try row.decode(String.self, at: 1), publishedBy: try row.decode(String.self, at: 2),
+                    publishedAt: try row.decode(Date.self, at: 3), isCurrent: id == state.current,
+                    rampPercent: id == state.ramp ? state.rampPercent : nil)
+            }
+    }
+
+    /// Records what a replica made of a state version.
+    public static func report(_ db: PostgresConnection, replica: String, version: Int, release: String, ok: Bool, detail: String) throws {
+        try db.query(
+            """
+            INSERT INTO flow_release_reports (replica, state_version, release, ok, detail) VALUES ($1, $2, $3, $4, $5)
+            ON CONFLICT (replica, state_version) DO UPDATE SET ok = EXCLUDED.ok, detail = EXCLUDED.detail, at = now()
+            """, [replica, version, release, ok, String(detail.prefix(2000))])
+    }
+
+    /// The reports of replicas that loaded (or failed to load) a state version.
+    public static func reports(_ db: PostgresConnection, version: Int) throws -> [Report] {
+        try db.query(
+            "SELECT replica, release, ok, detail FROM flow_release_reports WHERE state_version = $1 ORDER BY replica", [version]
+        ).map {
+            Report(
+                replica: try $0.decode(String.self, at: 0), release: try $0.decode(String.self, at: 1), ok: try $0.decode(Bool.self, at: 2),
+                detail: try $0.decode(String.self, at: 3))
+        }
+    }
+
+    private static func lockedState(_ db: PostgresConnection) throws -> State {
+        _ = try db.query("SELECT 1 FROM flow_release_state FOR UPDATE")
+        return try state(db)
+    }
+
+    private static func change(
+        _ db: PostgresConnection, action: String, release: String, previous: String?, current: String?, ramp: String?, percent: Int,
+        actor: String, message: String
+    ) throws -> State {
+        let version = try db.query(
+            """
+            UPDATE flow_release_state SET current_release = $1, ramp_release = $2, ramp_percent = $3, version = version + 1,
+                updated_at = now()
+            RETURNING version
+            """, [current, ramp, percent]
+        )[0].decode(Int.self, at: 0)
+        try db.query(
+            "INSERT INTO flow_release_events (action, release, previous, ramp_percent, actor, message) VALUES ($1, $2, $3, $4, $5, $6)",
+            [action, release, previous, ramp == nil ? nil : percent, actor, message])
+        try db.query("SELECT pg_notify($1, $2)", [channel, String(version)])
+        return State(current: current, ramp: ramp, rampPercent: percent, version: version)
+    }
+}

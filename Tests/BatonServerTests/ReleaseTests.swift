@@ -1,0 +1,362 @@
+import BatonBuiltinFlows
+import BatonFlows
+import BatonJSON
+import BatonPostgres
+import BatonRuntime
+import BatonScenarios
+import BatonServer
+import BatonTestSupport
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Synchronization
+import Testing
+
+/// Live releases with two replicas against one PostgreSQL: publishes reach both in seconds,
+/// sessions keep their rules, ramps split by subject, missed notifications are caught up, and a
+/// bundle a replica cannot load never replaces what it serves.
+@Suite("Live flow releases")
+struct ReleaseTests {
+    static let flows = TestDatabase.repositoryRoot.appendingPathComponent("Flows")
+
+    /// Two replicas on one fresh, seeded database.
+    func replicas(
+        registryA: FlowRegistry = BuiltinFlowsTests.registry(), registryB: FlowRegistry = BuiltinFlowsTests.registry()
+    ) async throws -> (BatonEnvironment, BatonEnvironment) {
+        let conninfo = try await TestDatabase.make(migrated: true)
+        func replica(_ name: String, registry: FlowRegistry) async throws -> BatonEnvironment {
+            try await TestApplication.environment(conninfo: conninfo, flows: Self.flows, registry: registry, configure: {
+                $0.flowsSource = .auto
+                $0.releaseCheckInterval = .seconds(1)
+                $0.replicaName = name
+            })
+        }
+        let a = try await replica("a", registry: registryA)
+        _ = try await a.pool.withConnection { try DemoData.seed($0) }
+        return (a, try await replica("b", registry: registryB))
+    }
+
+    /// The repository's Flows/ with the home screen's welcome text replaced.
+    func files(welcome: String, edit: (inout [String: String]) -> Void = { _ in }) throws -> ReleaseFiles {
+        var files = try ReleaseFiles.read(directory: Self.flows)
+        files.files["screens/home.yaml"] = files.files["screens/home.yaml"]!.replacingOccurrences(
+            of: "title: Welcome,", with: "title: \(welcome),")
+        edit(&files.files)
+        return files
+    }
+
+    func publish(_ pool: PostgresPool, _ files: ReleaseFiles, ramp: Int? = nil) async throws -> ReleaseStore.State {
+        try await pool.withTransaction { try ReleaseStore.publish($0, files, message: "test", actor: "tests", rampPercent: ramp) }
+    }
+
+    func welcome(_ client: some TestClientProtocol) async throws -> String? {
+        try await client.execute(uri: "/v3/screens/home", method: .get, headers: [:]).json["header"]?["title"]?.stringValue
+    }
+
+    /// Waits until `condition` holds; returns how long it took.
+    func within(_ limit: Duration, _ condition: () async throws -> Bool) async throws -> Duration {
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < limit {
+            if try await condition() { return ContinuousClock.now - start }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestFailure("not within \(limit)")
+    }
+
+    @Test("20 publishes and a rollback reach both replicas within 2 s each, with zero failed requests under steady load")
+    func publishReachesEveryReplica() async throws {
+        let (a, b) = try await replicas()
+        try await buildApplication(a).test(.router) { clientA in
+            try await buildApplication(b).test(.router) { clientB in
+                #expect(try await welcome(clientA) == "Welcome", "no release yet: the files are served")
+                let counts = LoadCounts()
+                // Steady load on both replicas while releases change under it.
+                let load = Task {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for client in [clientA, clientB] as [any TestClientProtocol] {
+                            group.addTask {
+                                while !counts.stop.load(ordering: .relaxed) {
+                                    let response = try await client.execute(uri: "/v3/screens/home", method: .get, headers: [:])
+                                    if response.status == .ok {
+                                        counts.served.add(1, ordering: .relaxed)
+                                    } else {
+                                        counts.failures.add(1, ordering: .relaxed)
+                                    }
+                                }
+                            }
+                        }
+                        try await group.waitForAll()
+                    }
+                }
+                var times: [Duration] = []
+                var ids: [String] = []
+                for index in 1...20 {
+                    let files = try files(welcome: "Welcome \(index)")
+                    ids.append(files.id)
+                    _ = try await publish(a.pool, files)
+                    times.append(
+                        try await within(.seconds(5)) {
+                            let first = try await welcome(clientA) == "Welcome \(index)"
+                            let second = try await welcome(clientB) == "Welcome \(index)"
+                            return first && second
+                        })
+                }
+                let state = try await a.pool.withTransaction { try ReleaseStore.rollback($0, to: nil, actor: "tests") }
+                #expect(state.current == ids[18])
+                times.append(
+                    try await within(.seconds(5)) {
+                        let first = try await welcome(clientA) == "Welcome 19"
+                        let second = try await welcome(clientB) == "Welcome 19"
+                        return first && second
+                    })
+                counts.stop.store(true, ordering: .relaxed)
+                try await load.value
+                let p100 = times.max()!
+                print("publish-to-served on two replicas: p50 \(times.sorted()[times.count / 2]), p100 \(p100) over \(times.count) changes")
+                #expect(p100 < .seconds(2))
+                #expect(counts.failures.load(ordering: .relaxed) == 0)
+                #expect(counts.served.load(ordering: .relaxed) > 100)
+                // Both replicas reported every state version they served.
+                let reports = try await a.pool.query("SELECT count(DISTINCT replica), bool_and(ok) FROM flow_release_reports")
+                #expect(try reports[0].decode(Int.self, at: 0) == 2)
+                #expect(try reports[0].decode(Bool.self, at: 1))
+                let ready = try await clientB.execute(uri: "/readyz", method: .get, headers: [:]).json
+                #expect(ready["checks"]?["flows"]?["release"] == .string(ids[18]))
+                let metrics = try await clientA.execute(uri: "/metrics", method: .get, headers: [:]).text
+                #expect(metrics.contains(#"baton_flows_release_info{release="\#(ids[18])",role="current"} 1"#))
+                #expect(metrics.contains(#"baton_flows_reloads_total{result="ok"} 21"#))
+            }
+        }
+    }
+
+    @Test("a session started on release A finishes on A's rules after B is published")
+    func sessionsKeepTheirRelease() async throws {
+        let (a, b) = try await replicas()
+        let user = try await userHeaders("rita")
+        try await buildApplication(a).test(.router) { clientA in
+            try await buildApplication(b).test(.router) { clientB in
+                _ = try await publish(a.pool, try files(welcome: "Welcome A"))
+                _ = try await within(.seconds(5)) { try await welcome(clientB) == "Welcome A" }
+                let home = try await clientA.execute(uri: "/v3/screens/home", method: .get, headers: user).json
+                let ask = try await clientA.command(try #require(ScenarioRunner.payload(titled: "New playlist", in: home)), headers: user).json
+                // B renames the flow's answer; the session started on A keeps A's words.
+                let b = try files(welcome: "Welcome B") {
+                    $0["playlist-create.yaml"] = $0["playlist-create.yaml"]!.replacingOccurrences(
+                        of: #"done: { message: "Created “{{result.name}}”""#, with: #"done: { message: "Made “{{result.name}}”""#)
+                }
+                _ = try await publish(a.pool, b)
+                _ = try await within(.seconds(5)) { try await welcome(clientB) == "Welcome B" }
+                let done = try await clientB.command(try #require(ask.payload("submit")), input: ["text": "Old rules"], headers: user)
+                #expect(done.json["message"] == "Created “Old rules”")
+                let fresh = try await clientB.execute(uri: "/v3/screens/home", method: .get, headers: user).json
+                let ask2 = try await clientB.command(try #require(ScenarioRunner.payload(titled: "New playlist", in: fresh)), headers: user).json
+                let done2 = try await clientB.command(try #require(ask2.payload("submit")), input: ["text": "New rules"], headers: user)
+                #expect(done2.json["message"] == "Made “New rules”")
+            }
+        }
+    }
+
+    @Test("a 10% ramp over 1000 subjects starts about 100 sessions on the new flow; a subject always lands on the same side")
+    func rampSplitsBySubject() async throws {
+        let (a, _) = try await replicas()
+        _ = try await publish(a.pool, try files(welcome: "Welcome"))
+        let ramped = try files(welcome: "Welcome") {
+            $0["favourite-add.yaml"] = $0["favourite-add.yaml"]! + "\n# ramped\n"
+        }
+        let state = try await publish(a.pool, ramped, ramp: 10)
+        #expect(state.ramp == ramped.id && state.rampPercent == 10)
+        try await buildApplication(a).test(.router) { client in
+            _ = try await within(.seconds(5)) {
+                try await client.execute(uri: "/readyz", method: .get, headers: [:]).json["checks"]?["flows"]?["ramp"]?["percent"] == 10
+            }
+            let runtime = try #require(a.runtime)
+            let rampedHash = try #require(runtime.bundle.flows["favourite-add"]?.hash)
+            var onNew = 0
+            for index in 0..<1000 {
+                let identity = ClientIdentity(user: "subject-\(index)")
+                let payload = try runtime.mintStart(
+                    flow: "favourite-add", parameters: ["playlist": .string(BuiltinFlowsTests.baroque)], identity: identity,
+                    profile: ClientProfile(contract: 3))
+                _ = try await runtime.execute(payload: payload, input: .none, identity: identity, profile: ClientProfile(contract: 3))
+            }
+            onNew = try await a.pool.query("SELECT count(*) FROM flow_sessions WHERE flow = 'favourite-add' AND definition_hash = $1", [rampedHash])[0]
+                .decode(Int.self, at: 0)
+            print("ramp 10%: \(onNew) of 1000 subjects started on the new definition")
+            #expect((70...130).contains(onNew))
+            // The same subjects again: each lands where it landed before.
+            let before = try await a.pool.query(
+                "SELECT subject FROM flow_sessions WHERE definition_hash = $1 ORDER BY subject", [rampedHash]
+            ).map { try $0.decode(String.self, at: 0) }
+            for index in 0..<200 {
+                let identity = ClientIdentity(user: "subject-\(index)")
+                let payload = try runtime.mintStart(
+                    flow: "favourite-add", parameters: ["playlist": .string(BuiltinFlowsTests.baroque)], identity: identity,
+                    profile: ClientProfile(contract: 3))
+                _ = try await runtime.execute(payload: payload, input: .none, identity: identity, profile: ClientProfile(contract: 3))
+            }
+            let after = try await a.pool.query(
+                "SELECT DISTINCT subject FROM flow_sessions WHERE definition_hash = $1 ORDER BY subject", [rampedHash]
+            ).map { try $0.decode(String.self, at: 0) }
+            #expect(Set(after) == Set(before))
+            // Promote: everyone; rollback after a ramp: nobody new.
+            _ = try await a.pool.withTransaction { try ReleaseStore.promote($0, actor: "tests") }
+            _ = try await within(.seconds(5)) {
+                try await client.execute(uri: "/readyz", method: .get, headers: [:]).json["checks"]?["flows"]?["release"] == .string(ramped.id)
+            }
+        }
+    }
+
+    @Test("a replica whose listen connection is cut catches up within 10 s")
+    func catchesUpAfterACut() async throws {
+        let (a, b) = try await replicas()
+        try await buildApplication(b).test(.router) { client in
+            _ = try await publish(a.pool, try files(welcome: "Before the cut"))
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Before the cut" }
+            // Kill the listening backend, and publish while the replica reconnects.
+            let admin = PostgresPool(configuration: .init(conninfo: try await TestDatabase.adminConninfo(), maxConnections: 1))
+            try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN baton_releases%'")
+            _ = try await publish(a.pool, try files(welcome: "After the cut"))
+            let took = try await within(.seconds(10)) { try await welcome(client) == "After the cut" }
+            print("caught up after a cut listen connection in \(took)")
+            await admin.close()
+        }
+    }
+
+    @Test("a bundle one replica cannot load leaves it on the old release, visibly; the other serves the new one; publish lint refuses broken bundles")
+    func brokenOnOneReplica() async throws {
+        // Replica a is a newer build with an effect b does not have; a release using it loads on a only.
+        var newer = BuiltinFlowsTests.registry()
+        newer.effect("extra.ping", outcomes: ["pinged"]) { _ in EffectResult("pinged") }
+        let (a, b) = try await replicas(registryA: newer)
+        try await buildApplication(a).test(.router) { clientA in
+            try await buildApplication(b).test(.router) { clientB in
+                _ = try await publish(a.pool, try files(welcome: "Good"))
+                _ = try await within(.seconds(5)) {
+                    let first = try await welcome(clientA) == "Good"
+                    let second = try await welcome(clientB) == "Good"
+                    return first && second
+                }
+                let broken = try files(welcome: "Newer") {
+                    $0["ping.yaml"] = """
+                        flow: ping
+                        title: Ping
+                        auth: user
+                        ttl: 5m
+                        start: ask
+                        states:
+                          ask:
+                            input: { title: Ping?, submit: Ping }
+                            on:
+                              submit:
+                                do: extra.ping
+                                outcomes: { pinged: pong }
+                              cancel: pong
+                          pong:
+                            done: { message: Pong }
+
+                        """
+                }
+                let state = try await publish(a.pool, broken)
+                _ = try await within(.seconds(5)) {
+                    try await clientB.execute(uri: "/readyz", method: .get, headers: [:]).json["checks"]?["flows"]?["failed"] != nil
+                }
+                _ = try await within(.seconds(5)) { try await welcome(clientA) == "Newer" }
+                #expect(try await welcome(clientB) == "Good")
+                let ready = try await clientB.execute(uri: "/readyz", method: .get, headers: [:])
+                #expect(ready.status == .ok, "it still serves")
+                #expect(ready.json["checks"]?["flows"]?["failed"]?["reason"]?.stringValue?.contains("extra.ping") == true)
+                let reports = try await a.pool.withConnection { try ReleaseStore.reports($0, version: state.version) }
+                #expect(reports.map(\.replica) == ["a", "b"])
+                #expect(reports.map(\.ok) == [true, false])
+                let metrics = try await clientB.execute(uri: "/metrics", method: .get, headers: [:]).text
+                #expect(metrics.contains(#"baton_flows_reloads_total{result="failed"}"#))
+            }
+        }
+    }
+}
+
+extension ReleaseTests {
+    /// Runs `baton <arguments>` against `conninfo`; returns its exit status and output.
+    func baton(_ arguments: [String], conninfo: String) async throws -> (Int32, String) {
+        let process = try BatonProcess(arguments: arguments, environment: ["DATABASE_URL": conninfo, "LOG_LEVEL": "error"])
+        let status = try await process.stop(signal: 0, timeout: .seconds(60))
+        return (status, process.log)
+    }
+
+    @Test("baton flows publish refuses a bundle that does not lint; publish, releases, diff and rollback work from the command line")
+    func commandLine() async throws {
+        let conninfo = try await TestDatabase.make(migrated: true)
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("releases-\(UUID().uuidString.prefix(8))")
+        let good = root.appendingPathComponent("good/Flows"), broken = root.appendingPathComponent("broken/Flows")
+        for directory in [good, broken] {
+            try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.copyItem(at: Self.flows, to: directory)
+        }
+        let favourite = broken.appendingPathComponent("favourite-add.yaml")
+        try String(contentsOf: favourite, encoding: .utf8).replacingOccurrences(of: "favourites.add", with: "favourites.addd")
+            .write(to: favourite, atomically: true, encoding: .utf8)
+
+        let (refused, refusal) = try await baton(["flows", "publish", broken.path, "--wait", "0"], conninfo: conninfo)
+        #expect(refused == 1)
+        #expect(refusal.contains("favourites.addd") && refusal.contains("nothing was published"), "\(refusal)")
+        #expect(try await pool.query("SELECT count(*) FROM flow_releases")[0].decode(Int.self, at: 0) == 0)
+
+        let (published, output) = try await baton(["flows", "publish", good.path, "--message", "first", "--wait", "0"], conninfo: conninfo)
+        #expect(published == 0, "\(output)")
+        let first = try ReleaseFiles.read(directory: good).id
+        #expect(output.contains("release \(first.prefix(12)) is current"))
+
+        let home = good.appendingPathComponent("screens/home.yaml")
+        try String(contentsOf: home, encoding: .utf8).replacingOccurrences(of: "title: Welcome,", with: "title: Hello,")
+            .write(to: home, atomically: true, encoding: .utf8)
+        let (_, diff) = try await baton(["flows", "diff", "--flows-dir", good.path], conninfo: conninfo)
+        #expect(diff.contains("changed screens/home.yaml") && diff.contains("- ") && diff.contains("+ "), "\(diff)")
+        #expect(diff.contains("Hello"))
+        _ = try await baton(["flows", "publish", good.path, "--message", "second", "--wait", "0"], conninfo: conninfo)
+        let (_, list) = try await baton(["flows", "releases"], conninfo: conninfo)
+        #expect(list.contains("* current") && list.contains("second") && list.contains("first"), "\(list)")
+        let (rolledBack, rollback) = try await baton(["flows", "rollback", "--wait", "0"], conninfo: conninfo)
+        #expect(rolledBack == 0, "\(rollback)")
+        #expect(rollback.contains("release \(first.prefix(12)) is current"))
+        let current = try await pool.withConnection { try ReleaseStore.state($0).current }
+        #expect(current == first)
+        await pool.close()
+    }
+}
+
+extension ReleaseTests {
+    @Test("serve --watch reloads edited files within seconds; a change that does not lint is refused and the previous bundle stays")
+    func watchFiles() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("watch-\(UUID().uuidString.prefix(8))/Flows")
+        try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Self.flows, to: directory)
+        let environment = try await TestApplication.environment(
+            flows: directory, registry: BuiltinFlowsTests.registry(),
+            configure: {
+                $0.flowsDirectory = directory.path
+                $0.watchFlows = true
+            })
+        try await buildApplication(environment).test(.router) { client in
+            let home = directory.appendingPathComponent("screens/home.yaml")
+            let original = try String(contentsOf: home, encoding: .utf8)
+            try await Task.sleep(for: .milliseconds(1500))  // the watcher has seen the starting files
+            try original.replacingOccurrences(of: "title: Welcome,", with: "title: Edited,").write(to: home, atomically: true, encoding: .utf8)
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Edited" }
+            // A broken edit: the previous bundle keeps serving, readyz says why.
+            try (original.replacingOccurrences(of: "title: Welcome,", with: "title: Broken,") + "\n  nonsense: [\n")
+                .write(to: home, atomically: true, encoding: .utf8)
+            _ = try await within(.seconds(5)) {
+                try await client.execute(uri: "/readyz", method: .get, headers: [:]).json["checks"]?["flows"]?["failed"] != nil
+            }
+            #expect(try await welcome(client) == "Edited")
+        }
+    }
+}
+
+/// Counters shared by load tasks.
+final class LoadCounts: Sendable {
+    let served = Atomic<Int>(0)
+    let failures = Atomic<Int>(0)
+    let stop = Atomic<Bool>(false)
+}
