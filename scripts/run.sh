@@ -18,4 +18,5 @@ export LOG_FORMAT="${LOG_FORMAT:-logfmt}"
 if "$baton" seed --help >/dev/null 2>&1; then
   "$baton" seed demo
 fi
-exec "$baton" serve "$@"
+# --watch: edits to Flows/ are served within a second (lint gates each reload).
+exec "$baton" serve --watch "$@"

@@ -195,8 +195,10 @@ public final class BatonMetrics: Sendable {
 
     // MARK: - Releases
 
-    /// Publishes `baton_flows_release_info{release,role} 1` for what is served now.
+    /// Publishes `baton_flows_release_info{release,role} 1` for what is served now (and makes
+    /// sure the reload counters exist, at zero, from the start).
     public func recordRelease(_ release: String, ramp: String?) {
+        for result in ["ok", "failed"] { _ = registry.makeCounter(descriptor: Families.reloads, labels: [("result", result)]) }
         releaseGauges.withLock { published in
             for gauge in published { registry.unregisterGauge(gauge) }
             let served = [(release, "current")] + (ramp.map { [($0, "ramp")] } ?? [])
