@@ -111,13 +111,20 @@ extension FlowsCommand {
 
         @OptionGroup var common: CommonOptions
 
-        @Argument(help: "The release (id or prefix; default: current).")
-        var release: String?
-
-        @Option(help: "The flows directory.")
-        var flowsDir: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+        @Argument(help: "The release (id or prefix; default: current), then the flows directory (default Flows); a lone directory is taken as the directory.")
+        var arguments: [String] = []
 
         func run() async throws {
+            var rest = arguments
+            guard rest.count <= 2 else { fail("usage: baton flows diff [RELEASE] [DIR]") }
+            var isDirectory: ObjCBool = false
+            let flowsDir: String
+            if let last = rest.last, FileManager.default.fileExists(atPath: last, isDirectory: &isDirectory), isDirectory.boolValue {
+                flowsDir = rest.removeLast()
+            } else {
+                flowsDir = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+            }
+            let release = rest.first
             let files: ReleaseFiles
             do { files = try ReleaseFiles.read(directory: URL(fileURLWithPath: flowsDir)) } catch { fail("\(error)") }
             let configuration: BatonConfiguration

@@ -307,10 +307,12 @@ extension ReleaseTests {
         let first = try ReleaseFiles.read(directory: good).id
         #expect(output.contains("release \(first.prefix(12)) is current"))
 
+        let (_, unchanged) = try await baton(["flows", "diff", good.path], conninfo: conninfo)
+        #expect(unchanged.contains("no changes"), "\(unchanged)")
         let home = good.appendingPathComponent("screens/home.yaml")
         try String(contentsOf: home, encoding: .utf8).replacingOccurrences(of: "title: Welcome,", with: "title: Hello,")
             .write(to: home, atomically: true, encoding: .utf8)
-        let (_, diff) = try await baton(["flows", "diff", "--flows-dir", good.path], conninfo: conninfo)
+        let (_, diff) = try await baton(["flows", "diff", first.prefix(8).description, good.path], conninfo: conninfo)
         #expect(diff.contains("changed screens/home.yaml") && diff.contains("- ") && diff.contains("+ "), "\(diff)")
         #expect(diff.contains("Hello"))
         _ = try await baton(["flows", "publish", good.path, "--message", "second", "--wait", "0"], conninfo: conninfo)
