@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import Synchronization
 
 /// One libpq connection.
 ///
@@ -20,13 +21,53 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Statements whose text exceeded this many distinct entries are not cached forever.
     static let preparedStatementLimit = 512
 
+    /// Server-side bounds set on every connection when it opens, so nothing a statement, a lock
+    /// wait or an abandoned transaction does can outlive a request's deadline.
+    public struct Limits: Sendable, Equatable {
+        /// `statement_timeout`: a statement running longer is cancelled by the server (57014).
+        public var statement: Duration
+        /// `lock_timeout`: a lock wait longer than this fails (55P03).
+        public var lock: Duration
+        /// `idle_in_transaction_session_timeout`: a transaction whose client went silent is
+        /// ended by the server, releasing its row locks.
+        public var idleInTransaction: Duration
+        /// TCP user timeout, on both ends (libpq's `tcp_user_timeout` and the server's GUC):
+        /// unacknowledged data for this long means the network is gone.
+        public var tcpUser: Duration
+        /// libpq `connect_timeout` default (a connection string's own value wins).
+        public var connect: Duration
+
+        public init(
+            statement: Duration = .seconds(4), lock: Duration = .seconds(3), idleInTransaction: Duration = .seconds(5),
+            tcpUser: Duration = .seconds(5), connect: Duration = .seconds(3)
+        ) {
+            self.statement = statement
+            self.lock = lock
+            self.idleInTransaction = idleInTransaction
+            self.tcpUser = tcpUser
+            self.connect = connect
+        }
+
+        var milliseconds: (statement: Int64, lock: Int64, idle: Int64, tcp: Int64, connect: Int64) {
+            func ms(_ duration: Duration) -> Int64 { duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000 }
+            return (ms(statement), ms(lock), ms(idleInTransaction), ms(tcpUser), max(1, (ms(connect) + 999) / 1000))
+        }
+    }
+
+    /// What can cancel this connection's running statement from another thread.
+    let cancelToken: CancelToken?
+    /// Test hook: a one-shot cut of the connection right after COMMIT is sent.
+    let faults: PostgresFaults?
+
     /// Opens a connection. `conninfo` is anything libpq accepts: a `postgresql://` URI or
     /// `key=value` pairs; missing values come from the standard `PG*` environment variables.
-    public init(conninfo: String) throws {
+    public init(conninfo: String, limits: Limits = Limits(), faults: PostgresFaults? = nil) throws {
+        let ms = limits.milliseconds
         // Defaults first: values that appear later (the expanded conninfo, then ours) win,
         // so a user's own connect_timeout or keepalive settings take precedence over these.
         let settings: [(String, String)] = [
-            ("connect_timeout", "10"),
+            ("connect_timeout", String(ms.connect)),
+            ("tcp_user_timeout", String(ms.tcp)),
             ("keepalives_idle", "30"),
             ("keepalives_interval", "10"),
             ("keepalives_count", "3"),
@@ -48,19 +89,31 @@ public final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(code: .connectionFailed, message: message)
         }
         self.handle = connection
+        self.cancelToken = PQgetCancel(connection).map(CancelToken.init)
+        self.faults = faults
         // Server notices ("relation already exists, skipping") are not errors; libpq would
         // print them on stderr.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
-        // The text decoders rely on ISO dates in UTC. One round trip per new connection.
+        // The text decoders rely on ISO dates in UTC; the limits bound every statement, lock
+        // wait and abandoned transaction on the server side. One round trip per new connection.
         do {
-            try execute("SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET bytea_output = 'hex'")
+            try execute(
+                """
+                SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET bytea_output = 'hex';
+                SET statement_timeout = \(ms.statement); SET lock_timeout = \(ms.lock);
+                SET idle_in_transaction_session_timeout = \(ms.idle); SET tcp_user_timeout = \(ms.tcp)
+                """)
         } catch {
             PQfinish(connection)
             throw error
         }
     }
 
+
     deinit { PQfinish(handle) }
+
+    /// The socket, for the pool to cut a connection whose caller's deadline passed.
+    var socket: Int32 { PQsocket(handle) }
 
     // MARK: - State
 
@@ -151,12 +204,37 @@ public final class PostgresConnection: @unchecked Sendable {
                     code: .protocolViolation,
                     message: "the transaction failed inside its body (an error was caught and ignored); rolled back")
             }
-            try query("COMMIT", parameters: [])
+            try commit()
             return value
         } catch {
             deferred.removeAll()
             if isOpen, PQtransactionStatus(handle) != PQTRANS_IDLE { try? execute("ROLLBACK") }
             throw error
+        }
+    }
+
+    /// Sends COMMIT (with any queued statements). A connection lost once COMMIT may have reached
+    /// the server is not a plain lost connection: the transaction may have committed, so it is
+    /// reported as ``PostgresError/Code/commitOutcomeUnknown`` and never retried blindly.
+    private func commit() throws {
+        if let faults, faults.takeCommitCut() {
+            if !deferred.isEmpty { _ = try flushDeferred(then: nil) }
+            // Send COMMIT, make sure it left, then cut the socket before reading the answer.
+            guard PQsendQuery(handle, "COMMIT") == 1, PQflush(handle) == 0 else { throw connectionError() }
+            shutdown(PQsocket(handle), Int32(SHUT_RDWR))
+            while let result = PQgetResult(handle) { PQclear(result) }
+            throw PostgresError(code: .commitOutcomeUnknown, message: "the connection was cut after COMMIT was sent (fault injected)")
+        }
+        // A server that spoke before we sent COMMIT (the FATAL of a terminated backend) ended the
+        // transaction itself: a failure then is a plain lost connection, safe to retry.
+        guard isOpen else { throw connectionError() }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        let serverSpokeFirst = poll(&descriptor, 1, 0) > 0
+        do {
+            try query("COMMIT", parameters: [])
+        } catch let error as PostgresError where !serverSpokeFirst && (error.code == .connectionLost || !isOpen) {
+            throw PostgresError(
+                code: .commitOutcomeUnknown, message: "the connection broke after COMMIT was sent; the transaction may have committed")
         }
     }
 
@@ -346,4 +424,46 @@ func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePoint
     defer { duplicates.forEach { free($0) } }
     let pointers: [UnsafePointer<CChar>?] = duplicates.map { UnsafePointer($0) } + [nil]
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// A libpq cancel request for one connection (`PQgetCancel`), usable from any thread and for
+/// as long as anyone holds it, even after the connection is closed.
+final class CancelToken: @unchecked Sendable {
+    // PGcancel is immutable after creation and PQcancel is documented thread-safe.
+    private let cancel: OpaquePointer
+
+    init(_ cancel: OpaquePointer) { self.cancel = cancel }
+    deinit { PQfreeCancel(cancel) }
+
+    /// Asks the server to cancel the running statement. Blocks while it connects: call it off
+    /// any thread that must stay responsive.
+    func send() {
+        var buffer = [CChar](repeating: 0, count: 256)
+        _ = PQcancel(cancel, &buffer, Int32(buffer.count))
+    }
+}
+
+/// Faults a test can inject into real connections, deterministically.
+public final class PostgresFaults: Sendable {
+    private let commitCuts = Mutex<Int>(0)
+    private let cut = Mutex<Int>(0)
+
+    public init() {}
+
+    /// The next COMMIT on a connection of this pool is sent, and then the connection is cut
+    /// before its answer arrives: the server commits, the client cannot know.
+    public func cutAfterNextCommit() { commitCuts.withLock { $0 += 1 } }
+
+    /// How many commits were cut so far.
+    public var commitsCut: Int { cut.withLock { $0 } }
+
+    func takeCommitCut() -> Bool {
+        let take = commitCuts.withLock { armed in
+            guard armed > 0 else { return false }
+            armed -= 1
+            return true
+        }
+        if take { cut.withLock { $0 += 1 } }
+        return take
+    }
 }

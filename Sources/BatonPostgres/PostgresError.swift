@@ -25,8 +25,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         public static let decoding = Code("decoding")
         /// libpq reported something the wrapper did not expect.
         public static let protocolViolation = Code("protocolViolation")
-        /// The connection broke after COMMIT was sent: the transaction may or may not have committed.
+        /// The connection broke after COMMIT was sent: the transaction may or may not have
+        /// committed. Never retried by the pool; the caller must find out (Baton reads its
+        /// command log).
         public static let commitOutcomeUnknown = Code("commitOutcomeUnknown")
+        /// The call's deadline passed: its statement was cancelled and its connection discarded.
+        public static let timedOut = Code("timedOut")
+        /// The pool saw the database go silent and fails fast until a probe reaches it again.
+        public static let unavailable = Code("unavailable")
 
         public var description: String { name }
     }
@@ -74,11 +80,13 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// answers these with 503 and `Retry-After`.
     public var isUnavailable: Bool {
         switch code {
-        case .connectionFailed, .connectionLost, .poolTimeout, .poolClosed: return true
+        case .connectionFailed, .connectionLost, .poolTimeout, .poolClosed, .commitOutcomeUnknown, .timedOut, .unavailable: return true
         case .server:
             guard let sqlState else { return false }
+            // Lock and statement timeouts (55P03, 57014): the database is too slow to answer now.
             return sqlState.hasPrefix("08") || sqlState == SQLState.adminShutdown
                 || sqlState == SQLState.cannotConnectNow || sqlState == SQLState.tooManyConnections
+                || sqlState == SQLState.lockNotAvailable || sqlState == SQLState.queryCanceled
         default: return false
         }
     }
@@ -116,4 +124,5 @@ public enum SQLState {
     public static let tooManyConnections = "53300"
     public static let invalidSQLStatementName = "26000"
     public static let lockNotAvailable = "55P03"
+    public static let queryCanceled = "57014"
 }

@@ -25,11 +25,25 @@ public final class PostgresPool: Sendable {
         /// How long a body may wait for a free connection before ``withConnection(_:)``
         /// throws ``PostgresError/Code/poolTimeout``.
         public var acquireTimeout: Duration
+        /// The deadline of one call, waiting included: past it the caller gets
+        /// ``PostgresError/Code/timedOut`` at once, the statement is cancelled and the connection
+        /// discarded, and the pool fails fast until the database answers again.
+        public var callTimeout: Duration
+        /// Server-side bounds set on every connection.
+        public var limits: PostgresConnection.Limits
+        /// Faults to inject (tests only).
+        public var faults: PostgresFaults?
 
-        public init(conninfo: String, maxConnections: Int = 8, acquireTimeout: Duration = .seconds(5)) {
+        public init(
+            conninfo: String, maxConnections: Int = 8, acquireTimeout: Duration = .seconds(5), callTimeout: Duration = .seconds(5),
+            limits: PostgresConnection.Limits = .init(), faults: PostgresFaults? = nil
+        ) {
             self.conninfo = conninfo
             self.maxConnections = max(1, maxConnections)
             self.acquireTimeout = acquireTimeout
+            self.callTimeout = callTimeout
+            self.limits = limits
+            self.faults = faults
         }
     }
 
@@ -49,6 +63,10 @@ public final class PostgresPool: Sendable {
         public var connectionsDiscarded: Int
         /// Bodies that gave up after the acquire timeout.
         public var acquireTimeouts: Int
+        /// Calls whose deadline passed while their body ran (their connections were cut).
+        public var deadlineExpiries: Int = 0
+        /// Whether the pool fails fast because the database went silent (a probe runs).
+        public var isFailingFast: Bool = false
     }
 
     private struct State: ~Copyable {
@@ -61,6 +79,9 @@ public final class PostgresPool: Sendable {
         var connectionsOpened = 0
         var connectionsDiscarded = 0
         var acquireTimeouts = 0
+        var deadlineExpiries = 0
+        /// Set when a running call's deadline passed: new calls fail fast until a probe connects.
+        var silentSince: ContinuousClock.Instant?
     }
 
     /// The pool's configuration.
@@ -87,7 +108,7 @@ public final class PostgresPool: Sendable {
             Statistics(
                 open: $0.open, idle: $0.open - $0.busy, inUse: $0.busy, waiters: $0.queue.count,
                 connectionsOpened: $0.connectionsOpened, connectionsDiscarded: $0.connectionsDiscarded,
-                acquireTimeouts: $0.acquireTimeouts)
+                acquireTimeouts: $0.acquireTimeouts, deadlineExpiries: $0.deadlineExpiries, isFailingFast: $0.silentSince != nil)
         }
     }
 
@@ -96,7 +117,10 @@ public final class PostgresPool: Sendable {
     /// Runs `body` with exclusive use of one connection, on that connection's worker thread.
     /// Waiting for a free connection can be cancelled; a body that has started runs to its end.
     public func withConnection<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> R) async throws -> R {
-        let id = state.withLock { state in
+        let id = try state.withLock { state in
+            if state.silentSince != nil {
+                throw PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
+            }
             state.nextJobID += 1
             return state.nextJobID
         }
@@ -104,6 +128,7 @@ public final class PostgresPool: Sendable {
         // executor), resume it on that same loop: the response is then written without another
         // thread hop, instead of resuming on whichever loop the global executor picks.
         let home = MultiThreadedEventLoopGroup.currentEventLoop
+        let gate = ResumeGate()
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<R, any Error>) in
                 let job = Job(
@@ -111,10 +136,11 @@ public final class PostgresPool: Sendable {
                     run: { connection in
                         let result = Result { try body(connection) }
                         return {
+                            guard gate.claim() else { return }
                             if let home { home.execute { continuation.resume(with: result) } } else { continuation.resume(with: result) }
                         }
                     },
-                    fail: { continuation.resume(throwing: $0) })
+                    fail: { error in if gate.claim() { continuation.resume(throwing: error) } })
                 submit(job)
             }
         } onCancel: {
@@ -165,10 +191,18 @@ public final class PostgresPool: Sendable {
         }
         for job in queued {
             job.timeout?.cancel()
+            job.deadline?.cancel()
             job.fail(PostgresError(code: .poolClosed, message: "the database pool is shut down"))
         }
         for worker in workers { worker.wake() }
-        for worker in workers { await worker.stopped() }
+        // Running bodies may finish within their deadline; a body stuck on a silent database
+        // must not hold up shutdown longer than that: its connection is cut.
+        let deadline = ContinuousClock.now + configuration.callTimeout
+        for worker in workers {
+            if await worker.stopped(before: deadline) { continue }
+            for stuck in workers { stuck.abortAny() }
+            _ = await worker.stopped(before: .now + .seconds(1))
+        }
     }
 
     // MARK: - Queue
@@ -176,6 +210,10 @@ public final class PostgresPool: Sendable {
     private func submit(_ job: Job) {
         enum Placement { case worker(Worker), queued, closed }
         var job = job
+        // The call's deadline, waiting included. A call that finishes first finds nothing to do.
+        job.deadline = timerLoop.scheduleTask(in: .nanoseconds(configuration.callTimeout.nanoseconds)) { [job] in
+            self.deadlinePassed(job)
+        }
         let placement: Placement = state.withLock { state in
             if state.closed { return .closed }
             if let worker = state.idleWorkers.popLast() {
@@ -201,8 +239,54 @@ public final class PostgresPool: Sendable {
                 if let index = state.queue.firstIndex(where: { $0.id == id }) { state.queue[index].timeout = timer }
             }
         case .closed:
+            job.deadline?.cancel()
             job.fail(PostgresError(code: .poolClosed, message: "the database pool is shut down"))
         }
+    }
+
+    /// A call's deadline passed. Queued, it gives up like an acquire timeout; running, the caller
+    /// is answered now, the statement is cancelled and the connection cut (its worker is free
+    /// again as soon as libpq notices), and the pool fails fast until a probe gets through.
+    private func deadlinePassed(_ job: Job) {
+        if let queued = removeQueued(job.id) {
+            queued.timeout?.cancel()
+            state.withLock { $0.acquireTimeouts += 1 }
+            queued.fail(PostgresError(code: .poolTimeout, message: "no database connection became free within the call's deadline"))
+            return
+        }
+        guard workers.contains(where: { $0.abort(job: job.id) }) else { return }  // it finished
+        job.fail(
+            PostgresError(
+                code: .timedOut, message: "the database did not answer within \(configuration.callTimeout); the call was abandoned"))
+        let startProbe = state.withLock { state -> Bool in
+            state.deadlineExpiries += 1
+            guard state.silentSince == nil, !state.closed else { return false }
+            state.silentSince = .now
+            return true
+        }
+        if startProbe { probeUntilAnswered() }
+    }
+
+    /// While the pool fails fast, tries a fresh connection every half second; the first that
+    /// gets an answer ends fail-fast.
+    private func probeUntilAnswered() {
+        var probeLimits = configuration.limits
+        probeLimits.connect = .seconds(2)
+        let limits = probeLimits
+        let conninfo = configuration.conninfo
+        let thread = Thread { [self] in
+            while !isClosed() {
+                if let connection = try? PostgresConnection(conninfo: conninfo, limits: limits),
+                    (try? connection.query("SELECT 1")) != nil
+                {
+                    state.withLock { $0.silentSince = nil }
+                    return
+                }
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+        }
+        thread.name = "baton-db-probe"
+        thread.start()
     }
 
     private func removeQueued(_ id: Int) -> Job? {
@@ -265,6 +349,13 @@ private struct Job: Sendable {
     var run: @Sendable (PostgresConnection) -> @Sendable () -> Void
     var fail: @Sendable (any Error) -> Void
     var timeout: Scheduled<Void>?
+    var deadline: Scheduled<Void>?
+}
+
+/// Lets exactly one of the body's result, a failure and the deadline resume a caller.
+private final class ResumeGate: Sendable {
+    private let claimed = Atomic<Bool>(false)
+    func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
 }
 
 /// One worker thread and the connection it owns.
@@ -293,16 +384,50 @@ private final class Worker: @unchecked Sendable {
 
     func wake() { semaphore.signal() }
 
-    /// Waits until the thread has ended (after the pool closed). Any number of callers may
-    /// wait: each passes the signal on, so closing a pool twice returns at once.
-    func stopped() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+    /// Waits until the thread has ended (after the pool closed), or until `deadline`; returns
+    /// whether it ended. Any number of callers may wait: each passes the signal on, so closing a
+    /// pool twice returns at once.
+    func stopped(before deadline: ContinuousClock.Instant) async -> Bool {
+        let seconds = max(0, Double((deadline - .now).components.seconds) + Double((deadline - .now).components.attoseconds) / 1e18)
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             DispatchQueue.global().async {
-                self.finished.wait()
-                self.finished.signal()
-                continuation.resume()
+                let ended = self.finished.wait(timeout: .now() + seconds) == .success
+                if ended { self.finished.signal() }
+                continuation.resume(returning: ended)
             }
         }
+    }
+
+    /// The running job and its connection's socket and cancel request, for the deadline to cut.
+    /// Set and cleared by the worker around each body; the socket is closed only after it is
+    /// cleared, so a cut can never hit a reused descriptor.
+    private let running = Mutex<(job: Int, socket: Int32, cancel: CancelToken?)?>(nil)
+
+    /// Cuts the connection of `job` if this worker is running it: the server is asked to
+    /// cancel the statement (on a thread of its own: that request can hang on a silent network
+    /// too) and the socket is shut down, so the blocked libpq call returns at once.
+    func abort(job: Int) -> Bool {
+        running.withLock { running in
+            guard let current = running, current.job == job else { return false }
+            Self.cut(current.socket, cancel: current.cancel)
+            return true
+        }
+    }
+
+    /// Cuts whatever this worker is running (shutdown).
+    func abortAny() {
+        running.withLock { running in
+            if let current = running { Self.cut(current.socket, cancel: current.cancel) }
+        }
+    }
+
+    private static func cut(_ socket: Int32, cancel: CancelToken?) {
+        if let cancel {
+            let thread = Thread { cancel.send() }
+            thread.name = "baton-db-cancel"
+            thread.start()
+        }
+        if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     private func loop(_ pool: PostgresPool) {
@@ -336,14 +461,18 @@ private final class Worker: @unchecked Sendable {
         }
         if connection == nil {
             do {
-                connection = try PostgresConnection(conninfo: pool.configuration.conninfo)
+                connection = try PostgresConnection(
+                    conninfo: pool.configuration.conninfo, limits: pool.configuration.limits, faults: pool.configuration.faults)
                 pool.connectionOpened()
             } catch {
                 return { job.fail(error) }
             }
         }
         guard let connection else { return {} }
+        running.withLock { $0 = (job.id, connection.socket, connection.cancelToken) }
         let resume = job.run(connection)
+        running.withLock { $0 = nil }
+        job.deadline?.cancel()
         // A connection that broke, or that a body left inside a transaction, is not reused.
         if connection.isOpen, connection.isInTransaction { try? connection.execute("ROLLBACK") }
         if !connection.isOpen || connection.isInTransaction {
