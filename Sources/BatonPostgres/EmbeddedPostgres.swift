@@ -25,14 +25,22 @@ public final class EmbeddedPostgres: Sendable {
         public var settings: [String: String]
         /// Where `initdb` and `pg_ctl` live; found automatically when nil.
         public var binDirectory: String?
+        /// The port: the socket's name, and the TCP port when ``tcpLoopback`` is set.
+        public var port: Int
+        /// Also listen on 127.0.0.1 (fault tests put a proxy in front of it); off by default, so
+        /// nothing else on the machine can reach the cluster.
+        public var tcpLoopback: Bool
 
         public init(
-            directory: URL, databaseName: String = "baton", settings: [String: String] = [:], binDirectory: String? = nil
+            directory: URL, databaseName: String = "baton", settings: [String: String] = [:], binDirectory: String? = nil,
+            port: Int = 5432, tcpLoopback: Bool = false
         ) {
             self.directory = directory
             self.databaseName = databaseName
             self.settings = settings
             self.binDirectory = binDirectory
+            self.port = port
+            self.tcpLoopback = tcpLoopback
         }
     }
 
@@ -65,7 +73,7 @@ public final class EmbeddedPostgres: Sendable {
     /// unix socket (about 100 bytes), else a short per-directory path under /tmp.
     var socketDirectory: String {
         let inside = configuration.directory.appendingPathComponent("run").path
-        if inside.utf8.count + "/.s.PGSQL.5432".utf8.count < 100 { return inside }
+        if inside.utf8.count + "/.s.PGSQL.\(configuration.port)".utf8.count < 100 { return inside }
         let digest = configuration.directory.path.utf8.reduce(UInt64(14_695_981_039_346_656_037)) {
             ($0 ^ UInt64($1)) &* 1_099_511_628_211
         }
@@ -74,7 +82,7 @@ public final class EmbeddedPostgres: Sendable {
 
     /// The libpq conninfo of the running cluster.
     public var conninfo: String {
-        "host=\(socketDirectory) port=5432 user=postgres dbname=\(configuration.databaseName)"
+        "host=\(socketDirectory) port=\(configuration.port) user=postgres dbname=\(configuration.databaseName)"
     }
 
     /// Creates the cluster if needed, starts it if it is not running, and ensures the database
@@ -104,7 +112,10 @@ public final class EmbeddedPostgres: Sendable {
             }
             if try !isRunning(binaries) {
                 log("starting PostgreSQL (socket in \(socketDirectory), log in \(logFile.path))")
-                var options = ["-k \(socketDirectory)", "-c listen_addresses=''", "-p 5432"]
+                var options = [
+                    "-k \(socketDirectory)", configuration.tcpLoopback ? "-c listen_addresses=127.0.0.1" : "-c listen_addresses=''",
+                    "-p \(configuration.port)",
+                ]
                 for (key, value) in configuration.settings.sorted(by: { $0.key < $1.key }) {
                     options.append("-c \(key)=\(value)")
                 }
@@ -159,16 +170,16 @@ public final class EmbeddedPostgres: Sendable {
         guard Self.isValidIdentifier(name), template.map(Self.isValidIdentifier) ?? true else {
             throw Error(description: "database names must be lowercase letters, digits and _")
         }
-        let admin = try PostgresConnection(conninfo: "host=\(socketDirectory) port=5432 user=postgres dbname=postgres")
+        let admin = try PostgresConnection(conninfo: "host=\(socketDirectory) port=\(configuration.port) user=postgres dbname=postgres")
         // Identifiers cannot be parameters; the names were validated above.
         try admin.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
-        return "host=\(socketDirectory) port=5432 user=postgres dbname=\(name)"
+        return "host=\(socketDirectory) port=\(configuration.port) user=postgres dbname=\(name)"
     }
 
     // MARK: - Internals
 
     private func createDatabaseIfMissing() throws {
-        let admin = try PostgresConnection(conninfo: "host=\(socketDirectory) port=5432 user=postgres dbname=postgres")
+        let admin = try PostgresConnection(conninfo: "host=\(socketDirectory) port=\(configuration.port) user=postgres dbname=postgres")
         let exists = try admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [configuration.databaseName])
         if exists.isEmpty {
             do {

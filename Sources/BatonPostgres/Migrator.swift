@@ -98,8 +98,13 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(on pool: PostgresPool, log: (@Sendable (String) -> Void)? = nil) async throws -> [Migration] {
         let migrations = self.migrations
-        return try await pool.withConnection { connection in
-            try Self.withLock(connection) {
+        let limits = pool.configuration.limits
+        // Migrations may legitimately run long: no statement or lock timeout while they run, and
+        // the connection's own bounds restored afterwards.
+        return try await pool.withConnection(timeout: .seconds(3600)) { connection in
+            try connection.execute("SET statement_timeout = 0; SET lock_timeout = 0")
+            defer { try? connection.execute(limits.resetStatement) }
+            return try Self.withLock(connection) {
                 let applied = try Self.appliedRows(connection)
                 try Self.verify(migrations, against: applied)
                 var done: [Migration] = []

@@ -48,8 +48,14 @@ public final class PostgresConnection: @unchecked Sendable {
             self.connect = connect
         }
 
+        /// Sets the statement and lock timeouts back to these limits.
+        public var resetStatement: String {
+            "SET statement_timeout = \(milliseconds.statement); SET lock_timeout = \(milliseconds.lock)"
+        }
+
         var milliseconds: (statement: Int64, lock: Int64, idle: Int64, tcp: Int64, connect: Int64) {
             func ms(_ duration: Duration) -> Int64 { duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000 }
+            // Zero turns a server-side timeout off (administrative pools).
             return (ms(statement), ms(lock), ms(idleInTransaction), ms(tcpUser), max(1, (ms(connect) + 999) / 1000))
         }
     }

@@ -45,6 +45,14 @@ public final class PostgresPool: Sendable {
             self.limits = limits
             self.faults = faults
         }
+
+        /// For administrative work that may legitimately run long (migrations, creating
+        /// databases, loading data): no server-side statement or lock timeout, an hour per call.
+        public static func administrative(conninfo: String, maxConnections: Int = 1) -> Configuration {
+            Configuration(
+                conninfo: conninfo, maxConnections: maxConnections, acquireTimeout: .seconds(60), callTimeout: .seconds(3600),
+                limits: PostgresConnection.Limits(statement: .zero, lock: .zero, idleInTransaction: .seconds(3600)))
+        }
     }
 
     /// A snapshot of the pool's state, for metrics.
@@ -116,7 +124,9 @@ public final class PostgresPool: Sendable {
 
     /// Runs `body` with exclusive use of one connection, on that connection's worker thread.
     /// Waiting for a free connection can be cancelled; a body that has started runs to its end.
-    public func withConnection<R: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> R) async throws -> R {
+    public func withConnection<R: Sendable>(
+        timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) throws -> R
+    ) async throws -> R {
         let id = try state.withLock { state in
             if state.silentSince != nil {
                 throw PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
@@ -141,7 +151,7 @@ public final class PostgresPool: Sendable {
                         }
                     },
                     fail: { error in if gate.claim() { continuation.resume(throwing: error) } })
-                submit(job)
+                submit(job, timeout: timeout ?? configuration.callTimeout)
             }
         } onCancel: {
             if let job = removeQueued(id) {
@@ -156,13 +166,13 @@ public final class PostgresPool: Sendable {
     /// `maxAttempts` times in all, with a short randomised backoff; the body must therefore be
     /// safe to run again, which a transaction that rolled back always is.
     public func withTransaction<R: Sendable>(
-        isolation: PostgresConnection.IsolationLevel = .readCommitted, maxAttempts: Int = 3,
+        isolation: PostgresConnection.IsolationLevel = .readCommitted, maxAttempts: Int = 3, timeout: Duration? = nil,
         _ body: @escaping @Sendable (PostgresConnection) throws -> R
     ) async throws -> R {
         var attempt = 1
         while true {
             do {
-                return try await withConnection { connection in
+                return try await withConnection(timeout: timeout) { connection in
                     try connection.transaction(isolation: isolation, body)
                 }
             } catch let error as PostgresError where error.isRetryable && attempt < maxAttempts {
@@ -207,12 +217,12 @@ public final class PostgresPool: Sendable {
 
     // MARK: - Queue
 
-    private func submit(_ job: Job) {
+    private func submit(_ job: Job, timeout: Duration) {
         enum Placement { case worker(Worker), queued, closed }
         var job = job
         // The call's deadline, waiting included. A call that finishes first finds nothing to do.
-        job.deadline = timerLoop.scheduleTask(in: .nanoseconds(configuration.callTimeout.nanoseconds)) { [job] in
-            self.deadlinePassed(job)
+        job.deadline = timerLoop.scheduleTask(in: .nanoseconds(timeout.nanoseconds)) { [job] in
+            self.deadlinePassed(job, timeout: timeout)
         }
         let placement: Placement = state.withLock { state in
             if state.closed { return .closed }
@@ -247,7 +257,7 @@ public final class PostgresPool: Sendable {
     /// A call's deadline passed. Queued, it gives up like an acquire timeout; running, the caller
     /// is answered now, the statement is cancelled and the connection cut (its worker is free
     /// again as soon as libpq notices), and the pool fails fast until a probe gets through.
-    private func deadlinePassed(_ job: Job) {
+    private func deadlinePassed(_ job: Job, timeout: Duration) {
         if let queued = removeQueued(job.id) {
             queued.timeout?.cancel()
             state.withLock { $0.acquireTimeouts += 1 }
@@ -257,7 +267,7 @@ public final class PostgresPool: Sendable {
         guard workers.contains(where: { $0.abort(job: job.id) }) else { return }  // it finished
         job.fail(
             PostgresError(
-                code: .timedOut, message: "the database did not answer within \(configuration.callTimeout); the call was abandoned"))
+                code: .timedOut, message: "the database did not answer within \(timeout); the call was abandoned"))
         let startProbe = state.withLock { state -> Bool in
             state.deadlineExpiries += 1
             guard state.silentSince == nil, !state.closed else { return false }

@@ -67,6 +67,7 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     router.add(middleware: HTTPMetricsMiddleware(metrics: environment.metrics))
     router.add(middleware: AccessLogMiddleware())
     router.add(middleware: ErrorMiddleware(routes: catalog))
+    router.add(middleware: RequestDeadlineMiddleware(timeout: environment.configuration.requestTimeout))
     router.add(middleware: BodyLimitMiddleware(limit: environment.configuration.bodyLimit))
 
     let flowsInfo: [@Sendable () -> (String, JSONValue)] = environment.live.map { live in [{ ("flows", live.readiness) }] } ?? []

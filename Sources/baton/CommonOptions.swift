@@ -73,7 +73,8 @@ struct Database {
     ) async -> R {
         let database: Database
         do { database = try open(configuration, logger: logger) } catch { fail("\(error)") }
-        let pool = PostgresPool(configuration: .init(conninfo: database.conninfo, maxConnections: 1))
+        // migrate, seed, report and flows publish: administrative work that may run long.
+        let pool = PostgresPool(configuration: .administrative(conninfo: database.conninfo))
         let outcome: Result<R, any Error>
         do { outcome = .success(try await body(pool)) } catch { outcome = .failure(error) }
         await pool.close()

@@ -57,7 +57,7 @@ extension FlowsCommand {
             } catch { fail("could not start a throwaway PostgreSQL: \(error)") }
             defer { try? cluster.forceStop() }
 
-            let templatePool = PostgresPool(configuration: .init(conninfo: try Conninfo.replacing(admin, with: ["dbname": "scenario_template"]), maxConnections: 1))
+            let templatePool = PostgresPool(configuration: .administrative(conninfo: try Conninfo.replacing(admin, with: ["dbname": "scenario_template"])))
             try await Migrator(directory: URL(fileURLWithPath: migrationsDir)).migrate(on: templatePool)
             _ = try await templatePool.withConnection { try DemoData.seed($0) }
             await templatePool.close()

@@ -57,9 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
         let database: Database
         do { database = try Database.open(configuration, logger: logger) } catch { fail("\(error)") }
         let pool = PostgresPool(
-            configuration: .init(
-                conninfo: database.conninfo, maxConnections: configuration.poolSize, acquireTimeout: configuration.poolTimeout),
-            acquireObserver: metrics.poolAcquireObserver)
+            configuration: configuration.poolConfiguration(conninfo: database.conninfo), acquireObserver: metrics.poolAcquireObserver)
         let migrator: Migrator
         do {
             migrator = try Migrator(directory: URL(fileURLWithPath: configuration.migrationsDirectory))

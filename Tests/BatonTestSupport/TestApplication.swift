@@ -36,16 +36,17 @@ public enum TestApplication {
     public static func environment(
         conninfo: String? = nil, migrator: Migrator? = nil, poolSize: Int = 4, flows: URL? = nil,
         registry: FlowRegistry = FlowRegistry(), contract: URL? = nil, allowlist: URL? = nil,
-        clock: @escaping @Sendable () -> Date = { Date() },
+        clock: @escaping @Sendable () -> Date = { Date() }, faults: PostgresFaults? = nil,
         configure: (inout BatonConfiguration) -> Void = { _ in }
     ) async throws -> BatonEnvironment {
         let configuration = try configuration(configure)
         let metrics = BatonMetrics()
         let target: String
         if let conninfo { target = conninfo } else { target = try await TestDatabase.make(migrated: true) }
-        let pool = PostgresPool(
-            configuration: .init(conninfo: target, maxConnections: poolSize, acquireTimeout: .seconds(5)),
-            acquireObserver: metrics.poolAcquireObserver)
+        var poolConfiguration = configuration.poolConfiguration(conninfo: target)
+        poolConfiguration.maxConnections = poolSize
+        poolConfiguration.faults = faults
+        let pool = PostgresPool(configuration: poolConfiguration, acquireObserver: metrics.poolAcquireObserver)
         var logger = Logger(label: "baton-test")
         logger.logLevel = ProcessInfo.processInfo.environment["BATON_TEST_LOG"] != nil ? .debug : .critical
         let authenticator = try await BearerAuthenticator(

@@ -25,7 +25,7 @@ public enum TestDatabase {
         let server = try await TestServer.shared.start()
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
         let template = migrated ? try await TestServer.shared.migratedTemplate() : nil
-        let admin = PostgresPool(configuration: .init(conninfo: server.adminConninfo, maxConnections: 1))
+        let admin = PostgresPool(configuration: .administrative(conninfo: server.adminConninfo))
         defer { Task { await admin.close() } }
         try await admin.withConnection { connection in
             try connection.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
@@ -38,6 +38,19 @@ public enum TestDatabase {
         PostgresPool(configuration: .init(conninfo: try await make(migrated: migrated), maxConnections: maxConnections))
     }
 
+    /// The TCP address the test server also listens on (127.0.0.1), for fault tests that put a
+    /// proxy between Baton and PostgreSQL.
+    public static func tcpAddress() async throws -> (host: String, port: Int) {
+        let server = try await TestServer.shared.start()
+        guard let port = server.tcpPort else { throw TestFailure("the test database server does not listen on TCP") }
+        return ("127.0.0.1", port)
+    }
+
+    /// `conninfo` (a database on the test server) reached through `host:port` instead.
+    public static func conninfo(_ conninfo: String, via host: String, port: Int) throws -> String {
+        try Conninfo.replacing(conninfo, with: ["host": host, "port": String(port)])
+    }
+
     /// The conninfo of the server's maintenance database (to run `pg_terminate_backend` etc.).
     public static func adminConninfo() async throws -> String {
         try await TestServer.shared.start().adminConninfo
@@ -46,6 +59,8 @@ public enum TestDatabase {
 
 struct StartedServer: Sendable {
     var adminConninfo: String
+    /// The loopback TCP port the server also listens on (nil for an external server).
+    var tcpPort: Int?
 }
 
 /// Starts the throwaway cluster at most once per process.
@@ -59,10 +74,11 @@ actor TestServer {
         if let started { return started }
         let server: StartedServer
         if let url = ProcessInfo.processInfo.environment["BATON_TEST_DATABASE_URL"], !url.isEmpty {
-            server = StartedServer(adminConninfo: url)
+            server = StartedServer(adminConninfo: url, tcpPort: nil)
         } else {
             let directory = URL(fileURLWithPath: NSTemporaryDirectory())
                 .appendingPathComponent("baton-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+            let port = try FreePort.find()
             let cluster = EmbeddedPostgres(
                 configuration: .init(
                     directory: directory, databaseName: "postgres",
@@ -70,13 +86,13 @@ actor TestServer {
                     settings: [
                         "fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                         "max_connections": "300", "shared_buffers": "64MB",
-                    ]))
+                    ], port: port, tcpLoopback: true))
             let conninfo = try cluster.start()
             ThrowawayCluster.register(cluster, directory: directory)
             // If this process dies without running atexit (a crash, SIGKILL), the watchdog
             // still stops the cluster and deletes it.
             try cluster.stopWhenThisProcessExits(removeDirectory: true)
-            server = StartedServer(adminConninfo: conninfo)
+            server = StartedServer(adminConninfo: conninfo, tcpPort: port)
         }
         started = server
         return server
@@ -94,11 +110,10 @@ actor TestServer {
 
     private static func createTemplate(_ server: StartedServer) async throws -> String {
         let name = "baton_template_\(getpid())"
-        let admin = PostgresPool(configuration: .init(conninfo: server.adminConninfo, maxConnections: 1))
+        let admin = PostgresPool(configuration: .administrative(conninfo: server.adminConninfo))
         try await admin.withConnection { try $0.execute("CREATE DATABASE \(name)") }
         await admin.close()
-        let pool = PostgresPool(
-            configuration: .init(conninfo: try Conninfo.replacing(server.adminConninfo, with: ["dbname": name]), maxConnections: 1))
+        let pool = PostgresPool(configuration: .administrative(conninfo: try Conninfo.replacing(server.adminConninfo, with: ["dbname": name])))
         try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(on: pool)
         await pool.close()
         return name

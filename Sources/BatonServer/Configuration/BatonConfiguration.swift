@@ -1,3 +1,4 @@
+import BatonPostgres
 import Configuration
 import Foundation
 import Logging
@@ -9,6 +10,14 @@ import SystemPackage
 /// - `database.url` (`DATABASE_URL`, secret): libpq URI or conninfo; unset → embedded cluster.
 /// - `database.pool.size` (`DATABASE_POOL_SIZE`, default 10): connections (and DB threads).
 /// - `database.pool.timeout` (`DATABASE_POOL_TIMEOUT`, seconds, default 5): connection wait.
+/// - `database.timeout` (`DATABASE_TIMEOUT`, seconds, default 5): deadline of one database call,
+///   waiting included; past it the request answers 503 and the pool fails fast until the database
+///   answers again.
+/// - `database.statement.timeout` / `database.lock.timeout` / `database.idle.transaction.timeout`
+///   (`DATABASE_STATEMENT_TIMEOUT` 4, `DATABASE_LOCK_TIMEOUT` 3, `DATABASE_IDLE_TRANSACTION_TIMEOUT` 5
+///   seconds): the server-side bounds set on every connection.
+/// - `http.request.timeout` (`HTTP_REQUEST_TIMEOUT`, seconds, default 10): every request answers
+///   within this, with 503 `unavailable` if nothing else.
 /// - `baton.data.dir` (`BATON_DATA_DIR`, default `.baton`): where the embedded cluster lives.
 /// - `http.host` (`HTTP_HOST`, default 127.0.0.1), `http.port` (`HTTP_PORT`, default 8080).
 /// - `http.body.limit` (`HTTP_BODY_LIMIT`, bytes, default 65536).
@@ -31,6 +40,14 @@ public struct BatonConfiguration: Sendable {
     public var databaseURL: String?
     public var poolSize: Int
     public var poolTimeout: Duration
+    /// The deadline of one database call.
+    public var databaseTimeout: Duration
+    /// Server-side statement, lock and idle-in-transaction bounds.
+    public var statementTimeout: Duration
+    public var lockTimeout: Duration
+    public var idleInTransactionTimeout: Duration
+    /// Every request answers within this.
+    public var requestTimeout: Duration
     public var dataDirectory: String
     public var httpHost: String
     public var httpPort: Int
@@ -77,6 +94,22 @@ public struct BatonConfiguration: Sendable {
         databaseURL = reader.string(forKey: "database.url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
         poolSize = reader.int(forKey: "database.pool.size", default: 10)
         poolTimeout = .milliseconds(Int(reader.double(forKey: "database.pool.timeout", default: 5) * 1000))
+        func seconds(_ key: String, _ environment: String, default value: Double, within range: ClosedRange<Double>) throws -> Duration {
+            let number = reader.double(forKey: ConfigKey(key), default: value)
+            guard range.contains(number) else {
+                throw Error(description: "\(key) (\(environment)) must be \(range.lowerBound)–\(range.upperBound) seconds; got \(number)")
+            }
+            return .milliseconds(Int(number * 1000))
+        }
+        databaseTimeout = try seconds("database.timeout", "DATABASE_TIMEOUT", default: 5, within: 0.1...600)
+        statementTimeout = try seconds("database.statement.timeout", "DATABASE_STATEMENT_TIMEOUT", default: 4, within: 0.1...3600)
+        lockTimeout = try seconds("database.lock.timeout", "DATABASE_LOCK_TIMEOUT", default: 3, within: 0.1...3600)
+        idleInTransactionTimeout = try seconds(
+            "database.idle.transaction.timeout", "DATABASE_IDLE_TRANSACTION_TIMEOUT", default: 5, within: 0.1...3600)
+        requestTimeout = try seconds("http.request.timeout", "HTTP_REQUEST_TIMEOUT", default: 10, within: 0.1...3600)
+        guard databaseTimeout < requestTimeout else {
+            throw Error(description: "database.timeout (\(databaseTimeout)) must be shorter than http.request.timeout (\(requestTimeout))")
+        }
         dataDirectory = reader.string(forKey: "baton.data.dir", default: ".baton")
         httpHost = reader.string(forKey: "http.host", default: "127.0.0.1")
         httpPort = reader.int(forKey: "http.port", default: 8080)
@@ -141,5 +174,14 @@ public struct BatonConfiguration: Sendable {
             }
         }
         return ConfigReader(providers: providers)
+    }
+}
+
+extension BatonConfiguration {
+    /// The pool configuration these settings describe.
+    public func poolConfiguration(conninfo: String) -> PostgresPool.Configuration {
+        PostgresPool.Configuration(
+            conninfo: conninfo, maxConnections: poolSize, acquireTimeout: min(poolTimeout, databaseTimeout), callTimeout: databaseTimeout,
+            limits: PostgresConnection.Limits(statement: statementTimeout, lock: lockTimeout, idleInTransaction: idleInTransactionTimeout))
     }
 }

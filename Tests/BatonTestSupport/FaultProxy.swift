@@ -1,0 +1,84 @@
+import Foundation
+
+/// `../shared/tools/tcp_fault_proxy.py` in front of a TCP server: cut, refuse, delay or
+/// blackhole the connections that go through it.
+public final class FaultProxy: @unchecked Sendable {
+    // Touched only by the test that owns it.
+    private let process = Process()
+    /// Where clients connect instead of the server.
+    public let port: Int
+    private let controlPort: Int
+
+    /// The proxy script, from the shared folder beside the repository.
+    public static var script: URL {
+        TestDatabase.repositoryRoot.appendingPathComponent("../shared/tools/tcp_fault_proxy.py").standardizedFileURL
+    }
+
+    public init(upstreamHost: String, upstreamPort: Int) throws {
+        guard FileManager.default.fileExists(atPath: Self.script.path) else {
+            throw TestFailure("\(Self.script.path) is missing: the fault tests need ../shared beside the repository")
+        }
+        port = try FreePort.find()
+        controlPort = try FreePort.find()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.script.path, String(port), upstreamHost, String(upstreamPort), String(controlPort)]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Ready when the control port answers.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if (try? send("status")) != nil { return }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        throw TestFailure("the fault proxy did not start")
+    }
+
+    /// Sends a control command (`cut`, `down`, `up`, `latency N`, `blackhole`, `status`) and
+    /// returns the proxy's answer.
+    @discardableResult
+    public func send(_ command: String) throws -> String {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw TestFailure("socket() failed") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(controlPort).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestFailure("cannot reach the fault proxy's control port") }
+        let line = Array((command + "\n").utf8)
+        _ = line.withUnsafeBytes { write(socket, $0.baseAddress, $0.count) }
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let count = read(socket, &buffer, buffer.count)
+        return String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+}
+
+/// A TCP port on 127.0.0.1 that nobody listens on right now.
+public enum FreePort {
+    public static func find() throws -> Int {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw TestFailure("socket() failed") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(socket, pointer, length) == 0 else { return -1 }
+                return getsockname(socket, pointer, &length)
+            }
+        }
+        guard bound == 0 else { throw TestFailure("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
