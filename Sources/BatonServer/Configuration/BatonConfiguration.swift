@@ -20,6 +20,10 @@ import SystemPackage
 /// - `baton.jwt.public.keys` (`BATON_JWT_PUBLIC_KEYS`): PEM files or inline PEM for RS256/ES256.
 /// - `baton.jwt.issuer` / `baton.jwt.audience` (`BATON_JWT_ISSUER` / `BATON_JWT_AUDIENCE`).
 /// - `baton.diagnostics` (`BATON_DIAGNOSTICS`, default false): exposes `/diagnostics/*` (benchmarks).
+/// - `baton.studio` (`BATON_STUDIO`, default false): Baton Studio at `/studio` (docs/studio.md):
+///   `false`; `true` (its API needs a bearer token with a `studio: true` claim); `dev` (open,
+///   mints demo users' tokens: `scripts/run.sh`; loopback `http.host` only).
+/// - `baton.studio.dir` (`BATON_STUDIO_DIR`, default `Studio`): the studio's page and renderer.
 /// - `log.level` (`LOG_LEVEL`, default info), `log.format` (`LOG_FORMAT`: json | logfmt, default json).
 public struct BatonConfiguration: Sendable {
     public var databaseURL: String?
@@ -38,6 +42,10 @@ public struct BatonConfiguration: Sendable {
     public var jwtIssuer: String?
     public var jwtAudience: String?
     public var diagnostics: Bool
+    /// Whether and how `/studio` is served.
+    public var studio: StudioMode
+    /// Where the studio's HTML, CSS and JavaScript are read from.
+    public var studioDirectory: String
     /// How often each replica adds its contract-health counts to PostgreSQL.
     public var contractHealthInterval: Duration
     public var logLevel: Logger.Level
@@ -66,6 +74,12 @@ public struct BatonConfiguration: Sendable {
         jwtIssuer = reader.string(forKey: "baton.jwt.issuer")
         jwtAudience = reader.string(forKey: "baton.jwt.audience")
         diagnostics = reader.bool(forKey: "baton.diagnostics", default: false)
+        let studioValue = reader.string(forKey: "baton.studio", default: "false").lowercased()
+        guard let parsedStudio = StudioMode(configurationValue: studioValue) else {
+            throw Error(description: "baton.studio (BATON_STUDIO) must be false, true or dev; got '\(studioValue.prefix(20))'")
+        }
+        studio = parsedStudio
+        studioDirectory = reader.string(forKey: "baton.studio.dir", default: "Studio")
         let healthInterval = reader.double(forKey: "baton.contract.health.interval", default: 60)
         guard healthInterval >= 0.05, healthInterval <= 3600 else {
             throw Error(description: "baton.contract.health.interval (BATON_CONTRACT_HEALTH_INTERVAL) must be 0.05–3600 seconds; got \(healthInterval)")
@@ -81,6 +95,9 @@ public struct BatonConfiguration: Sendable {
             throw Error(description: "log.format (LOG_FORMAT) must be json or logfmt; got '\(format)'")
         }
         logFormat = parsedFormat
+        if studio == .development, !["127.0.0.1", "::1", "localhost"].contains(httpHost) {
+            throw Error(description: "baton.studio (BATON_STUDIO) = dev serves the studio without a token and mints anyone's token; it needs http.host 127.0.0.1, ::1 or localhost, got \(httpHost) (use BATON_STUDIO=true)")
+        }
         guard (1...65535).contains(httpPort) else { throw Error(description: "http.port (HTTP_PORT) must be 1–65535; got \(httpPort)") }
         guard (1...1000).contains(poolSize) else { throw Error(description: "database.pool.size must be 1–1000; got \(poolSize)") }
         guard bodyLimit >= 1024 else { throw Error(description: "http.body.limit must be at least 1024 bytes; got \(bodyLimit)") }
