@@ -1,0 +1,236 @@
+import BatonBuiltinFlows
+import BatonContract
+import BatonJSON
+import BatonPostgres
+import BatonServer
+import BatonTestSupport
+import Configuration
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Testing
+
+/// Baton Studio (docs/studio.md): the web renderer covers the contract, the fit report per
+/// component, who may use the studio, and the page walked in a real browser.
+@Suite("Studio: /studio, its API, the reference web renderer, a browser walk")
+struct StudioTests {
+    static let root = TestDatabase.repositoryRoot
+    static let renderer = root.appendingPathComponent("Studio/renderer/baton-render.js")
+
+    static func contract() throws -> ContractRegistry {
+        let (registry, diagnostics) = ContractLoader.load(directory: root.appendingPathComponent("Flows"))
+        guard let registry else { throw TestFailure("Flows/contract.yaml does not load: \(diagnostics)") }
+        return registry
+    }
+
+    @Test("every component and action type of Flows/contract.yaml has a web renderer")
+    func rendererCoversContract() throws {
+        let source = try String(contentsOf: Self.renderer, encoding: .utf8)
+        let contract = try Self.contract()
+        #expect(contract.components.count >= 10)
+        for name in contract.components.keys.sorted() {
+            #expect(source.contains("component(\"\(name)\","), "Studio/renderer/baton-render.js has no renderer for component \(name)")
+        }
+        for name in contract.actions.keys.sorted() {
+            #expect(source.contains("action(\"\(name)\","), "Studio/renderer/baton-render.js cannot perform action \(name)")
+        }
+    }
+
+    @Test("the fit report names each fallback and omission per component, with its reason")
+    func fitReportPerComponent() throws {
+        let contract = try Self.contract()
+        let fitter = ScreenFitter(registry: contract)
+        let screen: JSONValue = [
+            "type": "componentScreen", "id": "s",
+            "header": ["type": "artworkHeader", "id": "header", "title": "Mix", "artwork": "https://img.example.com/a.jpg"],
+            "sections": [
+                [
+                    "id": "main",
+                    "components": [
+                        ["type": "artworkRow", "id": "row", "title": "A", "artwork": "https://img.example.com/b.jpg"],
+                        ["type": "badge", "id": "new", "text": "New"],
+                        [
+                            "type": "barcodeScanner", "id": "scanner", "title": "Scan",
+                            "action": ["type": "command", "url": "/v3/command", "payload": "p"],
+                        ],
+                        ["type": "text", "id": "plain", "text": "Hello"],
+                    ],
+                ],
+                ["id": "extras", "components": [["type": "badge", "id": "lonely", "text": "Hot"]]],
+            ],
+            "secondaryButtons": [
+                ["title": "Share", "action": ["type": "share", "text": "x"]],
+                ["title": "Start", "action": ["type": "startFlow", "url": "/v1/command", "payload": "p"]],
+            ],
+        ]
+        func notes(_ client: ScreenFitter.Client) -> [String: String] {
+            let (fitted, _) = fitter.fitScreen(screen, for: client)
+            let report = StudioFitReport(raw: screen, fitted: fitted, fitter: fitter, client: client)
+            return Dictionary(report.marks.map { ($0.id, $0.note) }, uniquingKeysWith: { a, b in a + " | " + b })
+        }
+        let old = notes(.init(contract: 1, capabilities: []))
+        #expect(old["header"] == "artworkHeader → header (contract 1)")
+        #expect(old["row"] == "artworkRow → detailRow (contract 1)")
+        #expect(old["new"] == "badge omitted: needs contract 2")
+        #expect(old["lonely"] == "badge omitted: needs contract 2")
+        #expect(old["section:extras"] == "section extras omitted: none of its components is shown")
+        #expect(old["scanner"] == "barcodeScanner → textField (contract 1)")
+        #expect(old["menu:Share"] == "menu item “Share” omitted: needs contract 2")
+        #expect(old["menu:Start"] == "startFlow → command (contract 1)")
+        #expect(old["plain"] == nil)
+
+        let newest = notes(.init(contract: 3, capabilities: ["share_sheet"]))
+        #expect(newest == ["scanner": "barcodeScanner → textField (no barcode_scanner)"])
+        #expect(notes(.init(contract: 3, capabilities: ["barcode_scanner", "share_sheet"])).isEmpty)
+    }
+
+    static func environment(_ mode: StudioMode) async throws -> BatonEnvironment {
+        let environment = try await TestApplication.environment(
+            flows: root.appendingPathComponent("Flows"), registry: BuiltinFlowsTests.registry(),
+            configure: { configuration in
+                configuration.studio = mode
+                configuration.studioDirectory = root.appendingPathComponent("Studio").path
+            })
+        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        return environment
+    }
+
+    static func studioToken(_ user: String, studio: Bool) async throws -> String {
+        try await BearerAuthenticator.developmentToken(subject: user, secret: TestApplication.jwtSecret, studio: studio)
+    }
+
+    @Test("off by default; with BATON_STUDIO=true its API needs a studio claim; dev is open and mints demo tokens")
+    func access() async throws {
+        let configuration = try TestApplication.configuration()
+        #expect(configuration.studio == .off)
+
+        let off = try await Self.environment(.off)
+        try await buildApplication(off).test(.router) { client in
+            let page = try await client.execute(uri: "/studio", method: .get)
+            let api = try await client.execute(uri: "/studio/api/config", method: .get)
+            #expect(page.status == .notFound)
+            #expect(api.status == .notFound)
+        }
+
+        let on = try await Self.environment(.enabled)
+        let plain = "Bearer " + (try await Self.studioToken("alice", studio: false))
+        let studio = "Bearer " + (try await Self.studioToken("ops", studio: true))
+        try await buildApplication(on).test(.router) { client in
+            let page = try await client.execute(uri: "/studio", method: .get)
+            #expect(page.status == .ok)
+            #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
+            #expect(String(buffer: page.body).contains("baton-render.js"))
+            #expect(try await client.execute(uri: "/studio/renderer/baton-render.js", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/studio/..%2FPackage.swift", method: .get).status == .notFound)
+            #expect(try await client.execute(uri: "/studio/api/config", method: .get).status == .unauthorized)
+            #expect(try await client.execute(uri: "/studio/api/config", method: .get, headers: [.authorization: plain]).status == .forbidden)
+            let config = try await client.execute(uri: "/studio/api/config", method: .get, headers: [.authorization: studio])
+            #expect(config.status == .ok)
+            let body = try JSONValue.parse(Array(String(buffer: config.body).utf8))
+            #expect(body["mode"] == "token")
+            #expect(body["demoUsers"] == [])
+            #expect(body["screens"]?.arrayValue?.contains { $0["name"] == "catalog" } == true)
+            // No minting outside development.
+            #expect(try await client.execute(uri: "/studio/api/token?user=alice", method: .get, headers: [.authorization: studio]).status == .forbidden)
+        }
+
+        let development = try await Self.environment(.development)
+        try await buildApplication(development).test(.router) { client in
+            let minted = try await client.execute(uri: "/studio/api/token?user=alice", method: .get)
+            #expect(minted.status == .ok)
+            let token = try JSONValue.parse(Array(String(buffer: minted.body).utf8))["token"]?.stringValue ?? ""
+            #expect(try await development.authenticator.user(fromToken: token) == "alice")
+            // Minted for the app, not for the studio.
+            await #expect(throws: BearerAuthenticator.Failure.self) { try await development.authenticator.studioUser(fromToken: token) }
+            let lint = try await client.execute(uri: "/studio/api/lint", method: .get)
+            #expect(lint.status == .ok)
+            #expect(try JSONValue.parse(Array(String(buffer: lint.body).utf8))["errors"] == 0)
+            let coverage = try JSONValue.parse(Array(String(buffer: try await client.execute(uri: "/studio/api/coverage", method: .get).body).utf8))
+            #expect(coverage["versions"] == [1, 2, 3])
+            let graph = try JSONValue.parse(Array(String(buffer: try await client.execute(uri: "/studio/api/graph/scan-and-go", method: .get).body).utf8))
+            #expect(graph["dot"]?.stringValue?.hasPrefix("digraph") == true)
+            #expect(graph["mermaid"]?.stringValue?.hasPrefix("stateDiagram-v2") == true)
+        }
+        // Open and minting tokens: only on a loopback address.
+        #expect(throws: BatonConfiguration.Error.self) {
+            _ = try BatonConfiguration(reader: ConfigReader(provider: InMemoryProvider(values: ["baton.studio": "dev", "http.host": "0.0.0.0"])))
+        }
+        let loopback = try BatonConfiguration(reader: ConfigReader(provider: InMemoryProvider(values: ["baton.studio": "dev"])))
+        #expect(loopback.studio == .development)
+        #expect(try BatonConfiguration(reader: ConfigReader(provider: InMemoryProvider(values: ["baton.studio": "true"]))).studio == .enabled)
+    }
+
+    @Test("the fit endpoint returns the screen fitted as the real endpoint fits it, with marks per component")
+    func fitEndpoint() async throws {
+        let environment = try await Self.environment(.development)
+        try await buildApplication(environment).test(.router) { client in
+            let headers: HTTPFields = [.clientPlatform: "web", .deviceID: UUID().uuidString]
+            let real = try await client.execute(uri: "/v1/screens/catalog", method: .get, headers: headers)
+            let studio = try await client.execute(uri: "/studio/api/fit/v1/catalog", method: .get, headers: headers)
+            #expect(studio.status == .ok)
+            let body = try JSONValue.parse(Array(String(buffer: studio.body).utf8))
+            let wire = try JSONValue.parse(Array(String(buffer: real.body).utf8))
+            // The same components of the same types (payloads are minted afresh per render).
+            func shape(_ screen: JSONValue?) -> [String] {
+                (screen?["sections"]?.arrayValue ?? []).flatMap { $0["components"]?.arrayValue ?? [] }.map {
+                    "\($0["id"]?.stringValue ?? "")=\($0["type"]?.stringValue ?? "")"
+                } + [screen?["header"]?["type"]?.stringValue ?? ""]
+            }
+            #expect(shape(body["screen"]) == shape(wire))
+            #expect(shape(wire).contains("header"))
+            let notes = body["marks"]?.arrayValue?.compactMap { $0["note"]?.stringValue } ?? []
+            #expect(notes.contains("artworkHeader → header (contract 1)"))
+            #expect(notes.contains("artworkRow → detailRow (contract 1)"))
+            #expect(body["client"]?["platform"] == "web")
+
+            let newest = try await client.execute(uri: "/studio/api/fit/v3/catalog", method: .get, headers: headers)
+            #expect(try JSONValue.parse(Array(String(buffer: newest.body).utf8))["marks"] == [])
+        }
+    }
+
+    // MARK: - In a real browser
+
+    static var browserTools: (python: String, script: String)? {
+        guard ExternalTool.find("chromium") ?? ExternalTool.find("chromium-browser") != nil, ExternalTool.find("chromedriver") != nil,
+            let python = ExternalTool.findInToolsVenv("python"),
+            (try? ExternalTool.run(python, ["-c", "import selenium"]).status) == 0
+        else { return nil }
+        return (python, root.appendingPathComponent("Tests/Browser/studio_walk.py").path)
+    }
+
+    @Test(
+        "headless Chromium walks the studio: contract 1 marks, favouriting, Scan & Go, lint, coverage, no console errors",
+        .enabled(
+            if: browserTools != nil,
+            "needs chromium, chromium-driver and selenium in .build/tools-venv: scripts/bootstrap.sh --test installs them"),
+        .timeLimit(.minutes(5)))
+    func browserWalk() async throws {
+        let tools = try #require(Self.browserTools)
+        let database = try await TestDatabase.make(migrated: true)
+        let pool = PostgresPool(configuration: .init(conninfo: database, maxConnections: 1))
+        _ = try await pool.withConnection { try DemoData.seed($0) }
+        await pool.close()
+        let baton = try BatonProcess(
+            arguments: ["serve", "--log-format", "json"],
+            environment: [
+                "DATABASE_URL": database, "BATON_SIGNING_KEYS": TestApplication.signingKeys,
+                "BATON_JWT_HS256_SECRET": TestApplication.jwtSecret, "BATON_STUDIO": "dev",
+            ])
+        let screenshots = Self.root.appendingPathComponent(".build/studio-screenshots")
+        try? FileManager.default.removeItem(at: screenshots)
+        do {
+            try await baton.waitUntilReady()
+            let result = try ExternalTool.run(
+                tools.python, [tools.script, "--base-url", baton.baseURL, "--screenshots", screenshots.path])
+            #expect(result.status == 0, "studio_walk.py failed:\n\(result.output)\nbaton log:\n\(baton.log.suffix(4000))")
+            #expect(result.output.contains("STUDIO WALK OK"), "\(result.output)")
+            let shots = (try? FileManager.default.contentsOfDirectory(atPath: screenshots.path)) ?? []
+            #expect(shots.filter { $0.hasSuffix(".png") }.count >= 8, "screenshots: \(shots)")
+        } catch {
+            _ = try? await baton.stop()
+            throw error
+        }
+        #expect(try await baton.stop() == 0)
+        try? FileManager.default.removeItem(at: baton.dataDirectory)
+    }
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Walks Baton Studio in headless Chromium against a running Baton with demo data.
+
+    studio_walk.py --base-url http://127.0.0.1:8080 --screenshots .build/studio-screenshots
+
+Run by StudioTests (Tests/BatonServerTests/StudioTests.swift) with the tools venv's Python
+(selenium) and Debian's chromium + chromium-driver. Checks, by clicking like a person would:
+the contract 1 client's fallback marks beside the contract 3 client, favouriting (the menu
+flips after done), Scan & Go (a label typed as text, confirm, receipt) with the flow graph
+following, the lint and coverage views, labels on every input, and a console without errors.
+Saves one screenshot per walked state. Exit status 0 and "STUDIO WALK OK" on success.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--base-url", required=True)
+parser.add_argument("--screenshots", required=True)
+parser.add_argument("--timeout", type=float, default=30)
+args = parser.parse_args()
+os.makedirs(args.screenshots, exist_ok=True)
+
+chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+chromedriver = shutil.which("chromedriver")
+if not chromium or not chromedriver:
+    print("SKIP: chromium or chromedriver is not installed (scripts/bootstrap.sh --test installs them)")
+    sys.exit(3)
+
+options = Options()
+options.binary_location = chromium
+for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,950",
+                 "--force-device-scale-factor=1", "--disable-extensions", "--no-first-run"]:
+    options.add_argument(argument)
+options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+wait = WebDriverWait(driver, args.timeout)
+step = [0]
+
+
+def shot(name):
+    step[0] += 1
+    path = os.path.join(args.screenshots, f"{step[0]:02d}-{name}.png")
+    driver.save_screenshot(path)
+    print("screenshot", path)
+
+
+def client(number):
+    return driver.find_element(By.CSS_SELECTOR, f'article.client[data-client="{number}"]')
+
+
+def wait_for(description, condition):
+    try:
+        return wait.until(lambda _: condition())
+    except TimeoutException:
+        shot("FAILED-" + description.replace(" ", "-")[:40])
+        raise AssertionError("timed out waiting for: " + description)
+
+
+def find(root, selector):
+    found = root.find_elements(By.CSS_SELECTOR, selector)
+    return found[0] if found else None
+
+
+def button_with_text(root, text, selector="button"):
+    for candidate in root.find_elements(By.CSS_SELECTOR, selector):
+        if candidate.text.strip() == text and candidate.is_displayed():
+            return candidate
+    return None
+
+
+def texts(root, selector):
+    return [e.text for e in root.find_elements(By.CSS_SELECTOR, selector)]
+
+
+def idle():
+    """No request in flight for a moment (the studio fetches screen, fit report, sessions)."""
+    time.sleep(0.4)
+
+
+try:
+    driver.get(args.base_url + "/studio")
+    wait_for("two clients rendering home", lambda: len(driver.find_elements(By.CSS_SELECTOR, "article.client .baton-screen")) == 2)
+    idle()
+    shot("home")
+
+    # Every component and action type of the contract has a renderer.
+    config = json.load(urllib.request.urlopen(args.base_url + "/studio/api/config"))
+    rendered = set(driver.execute_script("return BatonRender.componentTypes()"))
+    performed = set(driver.execute_script("return BatonRender.actionTypes()"))
+    missing = (set(config["components"]) - rendered) | (set(config["actions"]) - performed)
+    assert not missing, f"no web renderer for {sorted(missing)}"
+
+    # Side by side: contract 1 gets fallbacks, each marked with its reason.
+    driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="catalog"]').click()
+    wait_for("contract 1 marks on the catalog",
+             lambda: any("artworkRow → detailRow (contract 1)" in t for t in texts(client(2), ".studio-mark")))
+    marks2 = texts(client(2), ".studio-mark")
+    assert any("artworkHeader → header (contract 1)" in t for t in marks2), marks2
+    assert client(2).find_elements(By.CSS_SELECTOR, '[data-component-type="detailRow"]'), "contract 1 should draw detail rows"
+    assert not client(1).find_elements(By.CSS_SELECTOR, ".studio-mark"), texts(client(1), ".studio-mark")
+    assert client(1).find_elements(By.CSS_SELECTOR, '[data-component-type="artworkRow"]'), "contract 3 should draw artwork rows"
+    idle()
+    shot("catalog-side-by-side")
+
+    # Favouriting in client 1 (contract 3): the menu flips after done.
+    client(1).find_element(By.CSS_SELECTOR, 'button[data-component-type="artworkRow"]').click()
+    wait_for("the playlist menu", lambda: button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item"))
+    idle()
+    shot("playlist-menu")
+    button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item").click()
+    wait_for("the done toast", lambda: any("Added" in t for t in texts(client(1), ".toast--done")))
+    wait_for("the menu flipped", lambda: button_with_text(client(1), "Remove playlist from favourites", ".baton-menu__item"))
+    assert not button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item")
+    summaries = texts(client(1), ".exchange summary")
+    assert any("POST /v3/command → 200 done" in s for s in summaries), summaries
+    assert any("GET /v3/screens/playlist" in s and "ETag" in s for s in summaries), summaries
+    idle()
+    shot("favourited")
+
+    # Scan & Go in client 1: type the label, confirm, receipt.
+    driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="send-parcel"]').click()
+    wait_for("drop-off locations", lambda: find(client(1), 'button[data-component-id="location-UT-0001"]'))
+    find(client(1), 'button[data-component-id="location-UT-0001"]').click()
+    wait_for("the scan screen", lambda: find(client(1), ".baton-scanner input"))
+    field = find(client(1), ".baton-scanner input")
+    assert field.get_attribute("id") and find(client(1), f'label[for="{field.get_attribute("id")}"]'), "the scanner field has no label"
+    idle()
+    shot("scan")
+    field.send_keys("3SDEMO0000001")
+    field.send_keys(Keys.ENTER)
+    wait_for("the confirm screen", lambda: button_with_text(client(1), "Confirm drop-off"))
+    wait_for("the graph at confirm", lambda: "confirm" in (find(driver, "#walk-graph h2").text if find(driver, "#walk-graph h2") else ""))
+    if config.get("graphviz"):
+        wait_for("the highlighted state", lambda: find(driver, "#walk-graph g.graph__current"))
+    idle()
+    shot("scan-confirm")
+    button_with_text(client(1), "Confirm drop-off").click()
+    wait_for("the receipt", lambda: any("Receipt" in t for t in texts(client(1), ".baton-header__title")))
+    wait_for("the graph at receipt", lambda: "receipt" in find(driver, "#walk-graph h2").text)
+    idle()
+    shot("receipt")
+    button_with_text(client(1), "Done").click()
+    wait_for("the dropped-off toast", lambda: any("Parcel dropped off" in t for t in texts(client(1), ".toast--done")))
+    wait_for("back on send-parcel", lambda: find(client(1), 'button[data-component-id="location-UT-0001"]'))
+    idle()
+    shot("dropped-off")
+
+    # Lint and coverage views, reached by keyboard from the Clients tab.
+    tab = driver.find_element(By.ID, "tab-clients")
+    tab.click()
+    tab.send_keys(Keys.ARROW_RIGHT)
+    assert driver.switch_to.active_element.get_attribute("id") == "tab-flow", "arrow keys move between tabs"
+    wait_for("the flow graph view", lambda: find(driver, "#flow-graph .graph__caption"))
+    driver.switch_to.active_element.send_keys(Keys.ARROW_RIGHT)
+    wait_for("the lint view", lambda: find(driver, "#lint table") or find(driver, "#lint .lint--clean"))
+    shot("lint")
+    driver.switch_to.active_element.send_keys(Keys.ARROW_RIGHT)
+    wait_for("the coverage view", lambda: find(driver, "#coverage table.coverage"))
+    coverage = driver.find_element(By.CSS_SELECTOR, "#coverage").text
+    assert "artworkRow" in coverage and "→ detailRow" in coverage, coverage[:400]
+    shot("coverage")
+
+    # Every form control has a label (or an aria-label).
+    unlabelled = driver.execute_script("""
+        return [...document.querySelectorAll('input, select, textarea')].filter((e) =>
+            e.type !== 'hidden' && !e.hidden && !e.getAttribute('aria-label') && !(e.id && document.querySelector(`label[for="${e.id}"]`))
+            && !e.closest('label')).map((e) => e.outerHTML.slice(0, 120));""")
+    assert not unlabelled, f"inputs without labels: {unlabelled}"
+
+    # No console errors along the way.
+    problems = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not problems, "console errors:\n" + "\n".join(entry["message"] for entry in problems)
+    print("STUDIO WALK OK")
+except AssertionError as failure:
+    print("FAILED:", failure)
+    for entry in driver.get_log("browser"):
+        print("console", entry["level"], entry["message"])
+    sys.exit(1)
+finally:
+    driver.quit()
