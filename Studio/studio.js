@@ -243,9 +243,12 @@
         this.marks.append(el("p", { class: "marks__none" }, "Rendered as designed: nothing replaced or omitted."));
         return;
       }
-      const list = el("ul", { class: "marks__list" });
+      // The list counts repeats ("artworkRow → detailRow (contract 1) ×6"); the rendering marks each one.
+      const counts = new Map();
+      for (const mark of marks) counts.set(mark.note, { mark, count: (counts.get(mark.note) || { count: 0 }).count + 1 });
+      const list = el("ul", { class: "marks__list" }, [...counts.values()].map(({ mark, count }) =>
+        el("li", { class: "marks__item marks__item--" + mark.status }, mark.note, count > 1 ? ` ×${count}` : "")));
       for (const mark of marks) {
-        list.append(el("li", { class: "marks__item marks__item--" + mark.status, "data-mark-id": mark.id }, mark.note));
         if (mark.status === "omitted") continue;
         let target = null;
         if (mark.id.startsWith("menu:")) {
@@ -302,6 +305,10 @@
         return el("details", { class: "exchange", open: index === 0 },
           el("summary", {}, `${entry.method} ${entry.path} → ${entry.status}`, entry.json && entry.json.type ? ` ${entry.json.type}` : "",
             replay ? " (Idempotent-Replay)" : "", etag ? ` ETag ${etag[1]}` : "", ` · ${entry.ms} ms`),
+          // Exactly once (PROTOCOL §3): the identical command again gets the stored reply, marked as a replay.
+          entry.method === "POST" ? el("button", {
+            type: "button", class: "exchange__again", onclick: () => this.command(entry.path, entry.requestBody),
+          }, "Send again (identical request)") : null,
           el("div", { class: "exchange__grid" },
             el("div", {}, el("h4", {}, "Request"), el("pre", {}, `${entry.method} ${entry.path}\n${shown(entry.requestHeaders)}`
               + (entry.requestBody !== undefined ? "\n\n" + pretty(entry.requestBody) : ""))),
@@ -312,6 +319,7 @@
 
     /** Runs a command for real and does what its reply says (PROTOCOL §3). */
     async command(url, body) {
+      this.toasts.replaceChildren();
       const entry = await this.exchange("POST", url, body);
       if (!entry) return;
       const reply = entry.json;
@@ -392,7 +400,7 @@
       if (retry) toast.append(" ", el("button", { type: "button", onclick: () => { toast.remove(); BatonRender.perform(retry, this.host()); } }, retry.title || "Retry"));
       toast.append(" ", el("button", { type: "button", class: "toast__close", "aria-label": "Dismiss", onclick: () => toast.remove() }, "×"));
       this.toasts.append(toast);
-      setTimeout(() => toast.remove(), 12000);
+      setTimeout(() => toast.remove(), kind === "error" ? 12000 : 6000);
     }
 
     /** After a command: which flow and state the subject's latest session is in. */

@@ -246,13 +246,13 @@
     if (reply.error) form.append(el("p", { class: "baton-input__error", role: "alert" }, reply.error));
     let read;
     if (spec.kind === "choice") {
-      const group = el("fieldset", { class: "baton-input__choices" }, el("legend", {}, reply.title || "Choose"));
+      const group = el("fieldset", { class: "baton-input__choices" }, el("legend", { class: "baton-visually-hidden" }, reply.title || "Choose"));
       const type = spec.multiple ? "checkbox" : "radio";
       (spec.options || []).forEach((option, index) => {
         const optionId = formId + "-o" + index;
         group.append(el("div", { class: "baton-input__choice" },
           el("input", { type, id: optionId, name: formId, value: option.id, checked: index === 0 && !spec.multiple }),
-          el("label", { for: optionId }, option.title)));
+          el("label", { for: optionId }, option.title, option.subtitle ? el("span", { class: "baton-input__subtitle" }, " — " + option.subtitle) : null)));
       });
       form.append(group);
       read = () => {

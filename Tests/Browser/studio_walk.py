@@ -24,7 +24,7 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--base-url", required=True)
@@ -41,7 +41,7 @@ if not chromium or not chromedriver:
 
 options = Options()
 options.binary_location = chromium
-for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,950",
+for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1600,1000",
                  "--force-device-scale-factor=1", "--disable-extensions", "--no-first-run"]:
     options.add_argument(argument)
 options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -50,10 +50,21 @@ wait = WebDriverWait(driver, args.timeout)
 step = [0]
 
 
-def shot(name):
+WINDOW = (1600, 1000)
+
+
+def shot(name, full=True):
+    """Saves a screenshot: the whole page (full) or the window as a person first sees it."""
     step[0] += 1
     path = os.path.join(args.screenshots, f"{step[0]:02d}-{name}.png")
+    if full:
+        chrome = WINDOW[1] - driver.execute_script("return window.innerHeight")
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(WINDOW[0], min(max(height, WINDOW[1] - chrome) + chrome, 4000))
+        time.sleep(0.3)
     driver.save_screenshot(path)
+    if full:
+        driver.set_window_size(*WINDOW)
     print("screenshot", path)
 
 
@@ -113,7 +124,7 @@ try:
     assert not client(1).find_elements(By.CSS_SELECTOR, ".studio-mark"), texts(client(1), ".studio-mark")
     assert client(1).find_elements(By.CSS_SELECTOR, '[data-component-type="artworkRow"]'), "contract 3 should draw artwork rows"
     idle()
-    shot("catalog-side-by-side")
+    shot("catalog-side-by-side", full=False)
 
     # Favouriting in client 1 (contract 3): the menu flips after done.
     client(1).find_element(By.CSS_SELECTOR, 'button[data-component-type="artworkRow"]').click()
@@ -129,6 +140,16 @@ try:
     assert any("GET /v3/screens/playlist" in s and "ETag" in s for s in summaries), summaries
     idle()
     shot("favourited")
+
+    # Exactly once: the identical command again answers the stored reply, marked as a replay.
+    done = next(e for e in client(1).find_elements(By.CSS_SELECTOR, ".exchange")
+                if "POST /v3/command → 200 done" in e.find_element(By.CSS_SELECTOR, "summary").text)
+    if done.get_attribute("open") is None:
+        done.find_element(By.CSS_SELECTOR, "summary").click()
+    done.find_element(By.CSS_SELECTOR, ".exchange__again").click()
+    wait_for("the replayed command", lambda: any("(Idempotent-Replay)" in s for s in texts(client(1), ".exchange summary")))
+    idle()
+    shot("replayed")
 
     # Scan & Go in client 1: type the label, confirm, receipt.
     driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="send-parcel"]').click()
@@ -158,12 +179,51 @@ try:
     idle()
     shot("dropped-off")
 
-    # Lint and coverage views, reached by keyboard from the Clients tab.
+    # Input requests as forms in client 2 (contract 1): a choice, then a text.
+    driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="catalog"]').click()
+    wait_for("client 2's catalog", lambda: find(client(2), 'button[data-component-type="detailRow"]'))
+    find(client(2), 'button[data-component-type="detailRow"]').click()
+    wait_for("client 2's tracks", lambda: find(client(2), 'button[data-component-id^="track-"]'))
+    find(client(2), 'button[data-component-id^="track-"]').click()
+    wait_for("the choice form", lambda: find(client(2), ".device__sheet:not([hidden]) fieldset input[type=radio]"))
+    radio = find(client(2), ".device__sheet fieldset input[type=radio]")
+    assert find(client(2), f'label[for="{radio.get_attribute("id")}"]'), "the choice has no label"
+    idle()
+    shot("choice-input")
+    button_with_text(client(2), "Add", ".device__sheet button").click()
+    wait_for("the text form", lambda: find(client(2), ".device__sheet:not([hidden]) input[type=text]"))
+    name = find(client(2), ".device__sheet input[type=text]")
+    assert driver.switch_to.active_element == name, "the input sheet takes focus"
+    name.send_keys("Road trip")
+    idle()
+    shot("text-input")
+    name.send_keys(Keys.ENTER)
+    wait_for("the added toast", lambda: any("Road trip" in t for t in texts(client(2), ".toast--done")))
+    idle()
+    shot("added-to-new-playlist")
+
+    # The flow graph tab, reached by keyboard; starting a flow that answers an error.
     tab = driver.find_element(By.ID, "tab-clients")
     tab.click()
     tab.send_keys(Keys.ARROW_RIGHT)
     assert driver.switch_to.active_element.get_attribute("id") == "tab-flow", "arrow keys move between tabs"
     wait_for("the flow graph view", lambda: find(driver, "#flow-graph .graph__caption"))
+    Select(driver.find_element(By.ID, "flow-name")).select_by_value("scan-and-go")
+    wait_for("the location parameter", lambda: find(driver, '#flow-params input[data-param="location"]'))
+    if config.get("graphviz"):
+        wait_for("the scan-and-go graph", lambda: find(driver, "#flow-graph svg") and "scan-and-go" in find(driver, "#flow-graph .graph__caption").text)
+    location = find(driver, '#flow-params input[data-param="location"]')
+    location.clear()
+    location.send_keys("UT-9999")
+    shot("flow-graph")
+    driver.find_element(By.CSS_SELECTOR, '#flow-form button[type="submit"]').click()
+    wait_for("the error toast", lambda: any("UT-9999" in t for t in texts(client(1), ".toast--error")))
+    idle()
+    shot("flow-error")
+
+    # Lint and coverage, by keyboard from the flow tab.
+    tab = driver.find_element(By.ID, "tab-flow")
+    tab.click()
     driver.switch_to.active_element.send_keys(Keys.ARROW_RIGHT)
     wait_for("the lint view", lambda: find(driver, "#lint table") or find(driver, "#lint .lint--clean"))
     shot("lint")
