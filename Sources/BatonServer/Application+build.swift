@@ -98,7 +98,7 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
             ).register(on: router, catalog: catalog)
         }
         if environment.configuration.studio != .off {
-            StudioController(environment: environment, runtime: runtime, contract: contract).register(on: router)
+            StudioController(environment: environment, runtime: runtime, contract: contract).register(on: router, logger: environment.logger)
         }
         environment.metrics.prepare(flows: runtime.bundle.flows.keys.sorted())
         environment.metrics.recordLoadedFlows(runtime.bundle.flows.mapValues(\.hash))

@@ -96,7 +96,9 @@ public struct BatonConfiguration: Sendable {
         }
         logFormat = parsedFormat
         if studio == .development, !["127.0.0.1", "::1", "localhost"].contains(httpHost) {
-            throw Error(description: "baton.studio (BATON_STUDIO) = dev serves the studio without a token and mints anyone's token; it needs http.host 127.0.0.1, ::1 or localhost, got \(httpHost) (use BATON_STUDIO=true)")
+            throw Error(
+                description: "baton.studio (BATON_STUDIO) = dev serves the studio without a token and mints anyone's token; "
+                    + "it needs http.host 127.0.0.1, ::1 or localhost, got \(httpHost) (use BATON_STUDIO=true)")
         }
         guard (1...65535).contains(httpPort) else { throw Error(description: "http.port (HTTP_PORT) must be 1–65535; got \(httpPort)") }
         guard (1...1000).contains(poolSize) else { throw Error(description: "database.pool.size must be 1–1000; got \(poolSize)") }

@@ -7,6 +7,7 @@ import BatonRuntime
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import Synchronization
 
 /// Baton Studio (docs/studio.md): `GET /studio` serves the page from `Studio/`, and
@@ -54,7 +55,13 @@ struct StudioController: Sendable {
         jwtAudience = configuration.jwtAudience
     }
 
-    func register(on router: Router<BatonRequestContext>) {
+    func register(on router: Router<BatonRequestContext>, logger: Logger) {
+        if !FileManager.default.fileExists(atPath: directory.appendingPathComponent("index.html").path) {
+            logger.warning("Baton Studio is on but its page is missing", metadata: ["directory": .string(directory.path)])
+        }
+        logger.notice(
+            "Baton Studio at /studio",
+            metadata: ["access": .string(mode == .development ? "open (development)" : "bearer token with a studio claim")])
         // The page and its scripts hold no data: served to anyone while the studio is on.
         router.on("/studio", method: .get) { _, _ in try file("index.html") }
         router.on("/studio/:file", method: .get) { _, context in try file(try context.parameters.require("file")) }
@@ -249,7 +256,9 @@ struct StudioController: Sendable {
     /// `?subject=user:alice`: the subject's latest sessions and their states (for the graph).
     func sessions(_ request: Request) async throws -> Response {
         let subject = request.uri.queryParameters["subject"].map(String.init) ?? ""
-        guard FlowSubject(subject) != nil, subject.utf8.count <= 300 else { throw APIError.invalidRequest("subject must be user:<id> or device:<uuid>") }
+        guard FlowSubject(subject) != nil, subject.utf8.count <= 300 else {
+            throw APIError.invalidRequest("subject must be user:<id> or device:<uuid>")
+        }
         let rows = try await pool.query(
             "SELECT flow, state, step::bigint, status FROM flow_sessions WHERE subject = $1 ORDER BY updated_at DESC, step DESC LIMIT 10",
             [subject])
@@ -365,7 +374,10 @@ final class StudioGraphs: Sendable {
         let key = flow + "@" + hash
         if let svg = cache.withLock({ $0[key] }) { return .success(svg) }
         guard let executable = Self.dotExecutable else {
-            return .failure(Problem(description: "Graphviz is not installed (no `dot` on PATH): showing the Mermaid text instead. scripts/bootstrap.sh --test installs it."))
+            return .failure(
+                Problem(
+                    description: "Graphviz is not installed (no `dot` on PATH): showing the Mermaid text instead. "
+                        + "scripts/bootstrap.sh --test installs it."))
         }
         let result = await Self.run(executable, ["-Tsvg"], input: Array(dot.utf8))
         guard result.status == 0, let start = result.output.range(of: "<svg") else {

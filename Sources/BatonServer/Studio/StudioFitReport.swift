@@ -11,10 +11,13 @@ import BatonJSON
 public struct StudioFitReport: Sendable {
     /// One component (or section, or menu item) that did not reach the client as designed.
     public struct Mark: Sendable, Equatable {
+        /// What happened to the component.
         public enum Status: String, Sendable { case replaced, omitted, actionReplaced }
         /// The component id (`section:<id>`, `menu:<title>` for sections and menu items).
         public var id: String
+        /// The component's type as the screen designed it.
         public var type: String
+        /// Replaced by a fallback, omitted, or kept with its action performed as a fallback.
         public var status: Status
         /// The type it became (replaced) or its action's new type (actionReplaced).
         public var replacement: String?
@@ -24,6 +27,7 @@ public struct StudioFitReport: Sendable {
         public var note: String
     }
 
+    /// In screen order: header, sections, then the menu.
     public var marks: [Mark]
 
     /// The marks as the studio's JSON.
@@ -60,7 +64,9 @@ public struct StudioFitReport: Sendable {
                         note: "section \(id) omitted: none of its components is shown"))
             }
         }
-        let fittedButtons = (fitted["secondaryButtons"]?.arrayValue ?? []).map { ($0["title"]?.stringValue ?? "", $0["action"]?["type"]?.stringValue) }
+        let fittedButtons = (fitted["secondaryButtons"]?.arrayValue ?? []).map {
+            ($0["title"]?.stringValue ?? "", $0["action"]?["type"]?.stringValue)
+        }
         for button in raw["secondaryButtons"]?.arrayValue ?? [] {
             let title = button["title"]?.stringValue ?? ""
             let actionType = button["action"]?["type"]?.stringValue ?? "?"
