@@ -210,7 +210,7 @@
       this.back.disabled = this.stack.length < 2;
       if (top.kind === "shown") {
         this.where.textContent = "flow screen " + (top.screen.id || "");
-        this.draw(top.screen, null);
+        this.draw(top.screen, top.marks || null, top.marksSource);
         return;
       }
       this.where.textContent = top.name + query(top.params);
@@ -231,12 +231,13 @@
     }
 
     /** Draws a screen with the renderer, then the studio's marks from the fit report. */
-    draw(screen, marks) {
+    draw(screen, marks, source) {
       const rendered = BatonRender.screen(screen, this.host());
       this.screenArea.replaceChildren(rendered);
       this.marks.replaceChildren(el("h3", {}, "Fit report"));
+      if (source) this.marks.append(el("p", { class: "marks__none" }, source));
       if (!marks) {
-        this.marks.append(el("p", { class: "marks__none" }, "Screens a flow answers with are fitted too; their report is shown for named screens only."));
+        this.marks.append(el("p", { class: "marks__none" }, "Looking up the flow state of this screen…"));
         return;
       }
       if (!marks.length) {
@@ -409,7 +410,20 @@
       if (!subject) return;
       try {
         const { sessions } = await api("sessions" + query({ subject }));
-        if (sessions.length) await showWalk(this, sessions[0]);
+        if (!sessions.length) return;
+        const session = sessions[0];
+        await showWalk(this, session);
+        // A flow's screen: its marks come from the state's template (sample values).
+        const top = this.stack[this.stack.length - 1];
+        if (top && top.kind === "shown" && session.status === "active" && !top.marks) {
+          const fit = await api(`state-fit/v${this.contract}/${encodeURIComponent(session.flow)}/${encodeURIComponent(session.state)}`,
+            await this.studioHeaders());
+          if (fit.marks && this.stack[this.stack.length - 1] === top) {
+            top.marks = fit.marks;
+            top.marksSource = `Flow ${session.flow}, state ${session.state}: marks from the state's screen template (sample values).`;
+            this.draw(top.screen, top.marks, top.marksSource);
+          }
+        }
       } catch (error) {
         console.warn("session lookup failed", error);
       }

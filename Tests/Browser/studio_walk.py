@@ -19,7 +19,7 @@ import time
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -46,7 +46,8 @@ for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "-
     options.add_argument(argument)
 options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-wait = WebDriverWait(driver, args.timeout)
+# The studio redraws a screen when its fit report arrives: elements found a moment ago go stale.
+wait = WebDriverWait(driver, args.timeout, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
 step = [0]
 
 
@@ -78,6 +79,17 @@ def wait_for(description, condition):
     except TimeoutException:
         shot("FAILED-" + description.replace(" ", "-")[:40])
         raise AssertionError("timed out waiting for: " + description)
+
+
+def click(description, finder):
+    """Waits for the element `finder` returns and clicks it, finding it again if it was redrawn."""
+    def attempt():
+        element = finder()
+        if element is None:
+            return False
+        element.click()
+        return True
+    wait_for(description, attempt)
 
 
 def find(root, selector):
@@ -127,11 +139,11 @@ try:
     shot("catalog-side-by-side", full=False)
 
     # Favouriting in client 1 (contract 3): the menu flips after done.
-    client(1).find_element(By.CSS_SELECTOR, 'button[data-component-type="artworkRow"]').click()
+    click("an artwork row", lambda: find(client(1), 'button[data-component-type="artworkRow"]'))
     wait_for("the playlist menu", lambda: button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item"))
     idle()
     shot("playlist-menu")
-    button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item").click()
+    click("the favourite menu item", lambda: button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item"))
     wait_for("the done toast", lambda: any("Added" in t for t in texts(client(1), ".toast--done")))
     wait_for("the menu flipped", lambda: button_with_text(client(1), "Remove playlist from favourites", ".baton-menu__item"))
     assert not button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item")
@@ -154,8 +166,9 @@ try:
     # Scan & Go in client 1: type the label, confirm, receipt.
     driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="send-parcel"]').click()
     wait_for("drop-off locations", lambda: find(client(1), 'button[data-component-id="location-UT-0001"]'))
-    find(client(1), 'button[data-component-id="location-UT-0001"]').click()
+    click("location UT-0001", lambda: find(client(1), 'button[data-component-id="location-UT-0001"]'))
     wait_for("the scan screen", lambda: find(client(1), ".baton-scanner input"))
+    wait_for("the scan state's fit report", lambda: "state scan" in client(1).find_element(By.CSS_SELECTOR, ".marks").text)
     field = find(client(1), ".baton-scanner input")
     assert field.get_attribute("id") and find(client(1), f'label[for="{field.get_attribute("id")}"]'), "the scanner field has no label"
     idle()
@@ -168,29 +181,47 @@ try:
         wait_for("the highlighted state", lambda: find(driver, "#walk-graph g.graph__current"))
     idle()
     shot("scan-confirm")
-    button_with_text(client(1), "Confirm drop-off").click()
+    click("confirm drop-off", lambda: button_with_text(client(1), "Confirm drop-off"))
     wait_for("the receipt", lambda: any("Receipt" in t for t in texts(client(1), ".baton-header__title")))
     wait_for("the graph at receipt", lambda: "receipt" in find(driver, "#walk-graph h2").text)
     idle()
     shot("receipt")
-    button_with_text(client(1), "Done").click()
+    click("done", lambda: button_with_text(client(1), "Done"))
     wait_for("the dropped-off toast", lambda: any("Parcel dropped off" in t for t in texts(client(1), ".toast--done")))
     wait_for("back on send-parcel", lambda: find(client(1), 'button[data-component-id="location-UT-0001"]'))
     idle()
     shot("dropped-off")
 
+    # Scan & Go in client 2 (contract 1, no scanner): the scanner arrives as a text field, marked.
+    wait_for("client 2's drop-off locations", lambda: find(client(2), 'button[data-component-id="location-UT-0002"]'))
+    click("location UT-0002", lambda: find(client(2), 'button[data-component-id="location-UT-0002"]'))
+    wait_for("the scanner's fallback mark", lambda: any("barcodeScanner → textField (contract 1)" in t for t in texts(client(2), ".studio-mark")))
+    field = find(client(2), 'form[data-component-id="scanner"][data-component-type="textField"] input')
+    assert field is not None, "contract 1 should get a text field for the scanner"
+    idle()
+    shot("contract-1-scan")
+    field = find(client(2), 'form[data-component-id="scanner"][data-component-type="textField"] input')
+    field.send_keys("3SDEMO0000002")
+    field.send_keys(Keys.ENTER)
+    wait_for("client 2's confirm screen", lambda: button_with_text(client(2), "Confirm drop-off"))
+    idle()
+    shot("contract-1-scan-confirm")
+    click("cancel", lambda: button_with_text(client(2), "Cancel"))
+    wait_for("the refresh toast", lambda: find(client(2), ".toast--info"))
+    wait_for("client 2 back on send-parcel", lambda: find(client(2), 'button[data-component-id="location-UT-0002"]'))
+
     # Input requests as forms in client 2 (contract 1): a choice, then a text.
     driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="catalog"]').click()
     wait_for("client 2's catalog", lambda: find(client(2), 'button[data-component-type="detailRow"]'))
-    find(client(2), 'button[data-component-type="detailRow"]').click()
+    click("a catalog row", lambda: find(client(2), 'button[data-component-type="detailRow"]'))
     wait_for("client 2's tracks", lambda: find(client(2), 'button[data-component-id^="track-"]'))
-    find(client(2), 'button[data-component-id^="track-"]').click()
+    click("a track", lambda: find(client(2), 'button[data-component-id^="track-"]'))
     wait_for("the choice form", lambda: find(client(2), ".device__sheet:not([hidden]) fieldset input[type=radio]"))
     radio = find(client(2), ".device__sheet fieldset input[type=radio]")
     assert find(client(2), f'label[for="{radio.get_attribute("id")}"]'), "the choice has no label"
     idle()
     shot("choice-input")
-    button_with_text(client(2), "Add", ".device__sheet button").click()
+    click("add", lambda: button_with_text(client(2), "Add", ".device__sheet button"))
     wait_for("the text form", lambda: find(client(2), ".device__sheet:not([hidden]) input[type=text]"))
     name = find(client(2), ".device__sheet input[type=text]")
     assert driver.switch_to.active_element == name, "the input sheet takes focus"

@@ -71,6 +71,7 @@ struct StudioController: Sendable {
         api(router, "config") { _, _ in .json(config()) }
         api(router, "token") { request, _ in try await token(request) }
         api(router, "fit/:version/:name") { request, context in try await fit(request, context: context) }
+        api(router, "state-fit/:version/:flow/:state") { request, context in try stateFit(request, context: context) }
         api(router, "start/:version/:flow") { request, context in try await start(request, context: context) }
         api(router, "sessions") { request, _ in try await sessions(request) }
         api(router, "graph/:flow") { _, context in try await graph(try context.parameters.require("flow")) }
@@ -237,6 +238,26 @@ struct StudioController: Sendable {
             ],
             "screen": fitted, "marks": report.json,
         ])
+    }
+
+    /// The marks for the screen a flow state answers with, from its template with sample
+    /// values (a flow's replies cannot be rendered again without running the command).
+    func stateFit(_ request: Request, context: BatonRequestContext) throws -> Response {
+        let profile = try clientProfile(request, version: try context.parameters.require("version"))
+        let flowName = try context.parameters.require("flow")
+        let stateName = try context.parameters.require("state")
+        guard let flow = runtime.bundle.flows[flowName], let state = flow.states[stateName] else {
+            throw APIError.notFound("there is no state '\(stateName.prefix(64))' in flow '\(flowName.prefix(64))'")
+        }
+        guard case .screen(let spec) = state.response,
+            let template = spec.inline ?? spec.templateName.flatMap({ runtime.bundle.screens[$0]?.content })
+        else { return .json(["marks": .null, "reason": .string("state \(stateName) does not answer with a screen")]) }
+        let version = contract.effectiveVersion(profile.contract) ?? contract.oldest
+        let client = ScreenFitter.Client(contract: version, capabilities: profile.capabilities)
+        let raw = template.sample()
+        let (fitted, _) = fitter.fitScreen(raw, for: client)
+        let report = StudioFitReport(raw: raw, fitted: fitted, fitter: fitter, client: client)
+        return .json(["flow": .string(flowName), "state": .string(stateName), "marks": report.json])
     }
 
     /// A signed start payload for a flow, so the studio can walk any flow from its list.
