@@ -116,6 +116,7 @@ struct StudioTests {
         try await buildApplication(on).test(.router) { client in
             let page = try await client.execute(uri: "/studio", method: .get)
             #expect(page.status == .ok)
+            #expect(try await client.execute(uri: "/studio/", method: .get).status == .ok)
             #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
             #expect(String(buffer: page.body).contains("baton-render.js"))
             #expect(try await client.execute(uri: "/studio/renderer/baton-render.js", method: .get).status == .ok)
@@ -185,6 +186,16 @@ struct StudioTests {
 
             let newest = try await client.execute(uri: "/studio/api/fit/v3/catalog", method: .get, headers: headers)
             #expect(try JSONValue.parse(Array(String(buffer: newest.body).utf8))["marks"] == [])
+
+            // A flow state's screen, from its template.
+            let state = try await client.execute(uri: "/studio/api/state-fit/v1/scan-and-go/scan", method: .get, headers: headers)
+            let stateNotes = try JSONValue.parse(Array(String(buffer: state.body).utf8))["marks"]?.arrayValue?.compactMap { $0["note"]?.stringValue }
+            #expect(stateNotes == ["barcodeScanner → textField (contract 1)"])
+            let scanner: HTTPFields = [.clientPlatform: "ios", .clientCapabilities: "barcode_scanner"]
+            let native = try await client.execute(uri: "/studio/api/state-fit/v3/scan-and-go/scan", method: .get, headers: scanner)
+            #expect(try JSONValue.parse(Array(String(buffer: native.body).utf8))["marks"] == [])
+            let missing = try await client.execute(uri: "/studio/api/state-fit/v3/scan-and-go/nowhere", method: .get, headers: scanner)
+            #expect(missing.status == .notFound)
         }
     }
 
