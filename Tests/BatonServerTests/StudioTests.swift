@@ -216,7 +216,25 @@ struct StudioTests {
             "needs chromium, chromium-driver and selenium in .build/tools-venv: scripts/bootstrap.sh --test installs them"),
         .timeLimit(.minutes(5)))
     func browserWalk() async throws {
-        let tools = try #require(Self.browserTools)
+        try await Self.walk(studio: "dev", arguments: [], expect: "STUDIO WALK OK", screenshots: "studio-screenshots", minimumShots: 8)
+    }
+
+    @Test(
+        "headless Chromium with BATON_STUDIO=true: the page asks for a studio token, then renders as an anonymous device",
+        .enabled(
+            if: browserTools != nil,
+            "needs chromium, chromium-driver and selenium in .build/tools-venv: scripts/bootstrap.sh --test installs them"),
+        .timeLimit(.minutes(3)))
+    func browserTokenMode() async throws {
+        let token = try await Self.studioToken("ops", studio: true)
+        try await Self.walk(
+            studio: "true", arguments: ["--studio-token", token], expect: "STUDIO TOKEN MODE OK", screenshots: "studio-screenshots-token",
+            minimumShots: 2)
+    }
+
+    /// Serves the demo data with the real `baton` and runs Tests/Browser/studio_walk.py on it.
+    static func walk(studio: String, arguments: [String], expect marker: String, screenshots folder: String, minimumShots: Int) async throws {
+        let tools = try #require(browserTools)
         let database = try await TestDatabase.make(migrated: true)
         let pool = PostgresPool(configuration: .init(conninfo: database, maxConnections: 1))
         _ = try await pool.withConnection { try DemoData.seed($0) }
@@ -225,18 +243,18 @@ struct StudioTests {
             arguments: ["serve", "--log-format", "json"],
             environment: [
                 "DATABASE_URL": database, "BATON_SIGNING_KEYS": TestApplication.signingKeys,
-                "BATON_JWT_HS256_SECRET": TestApplication.jwtSecret, "BATON_STUDIO": "dev",
+                "BATON_JWT_HS256_SECRET": TestApplication.jwtSecret, "BATON_STUDIO": studio,
             ])
-        let screenshots = Self.root.appendingPathComponent(".build/studio-screenshots")
+        let screenshots = root.appendingPathComponent(".build/\(folder)")
         try? FileManager.default.removeItem(at: screenshots)
         do {
             try await baton.waitUntilReady()
             let result = try ExternalTool.run(
-                tools.python, [tools.script, "--base-url", baton.baseURL, "--screenshots", screenshots.path])
+                tools.python, [tools.script, "--base-url", baton.baseURL, "--screenshots", screenshots.path] + arguments)
             #expect(result.status == 0, "studio_walk.py failed:\n\(result.output)\nbaton log:\n\(baton.log.suffix(4000))")
-            #expect(result.output.contains("STUDIO WALK OK"), "\(result.output)")
+            #expect(result.output.contains(marker), "\(result.output)")
             let shots = (try? FileManager.default.contentsOfDirectory(atPath: screenshots.path)) ?? []
-            #expect(shots.filter { $0.hasSuffix(".png") }.count >= 8, "screenshots: \(shots)")
+            #expect(shots.filter { $0.hasSuffix(".png") }.count >= minimumShots, "screenshots: \(shots)")
         } catch {
             _ = try? await baton.stop()
             throw error
