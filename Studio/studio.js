@@ -232,8 +232,12 @@
 
     /** Draws a screen with the renderer, then the studio's marks from the fit report. */
     draw(screen, marks, source) {
+      // Keyboard users keep their place: focus that was on the old screen moves to the new one.
+      const refocus = this.screenArea.contains(document.activeElement) || this.refocus;
+      this.refocus = false;
       const rendered = BatonRender.screen(screen, this.host());
       this.screenArea.replaceChildren(rendered);
+      if (refocus) this.screenArea.focus({ preventScroll: true });
       this.marks.replaceChildren(el("h3", {}, "Fit report"));
       if (source) this.marks.append(el("p", { class: "marks__none" }, source));
       if (!marks) {
@@ -377,6 +381,7 @@
     }
 
     hideSheet() {
+      if (this.sheet.contains(document.activeElement)) this.refocus = true;
       this.sheet.hidden = true;
       this.sheet.replaceChildren();
     }
@@ -392,6 +397,7 @@
             el("button", { type: "button", class: "baton-button baton-button--secondary", onclick: () => { this.hideSheet(); resolve(null); } }, "Cancel"),
             el("button", { type: "submit", class: "baton-button baton-button--primary" }, "Use this code")));
         form.addEventListener("submit", (event) => { event.preventDefault(); this.hideSheet(); resolve(field.value); });
+        form.addEventListener("keydown", (event) => { if (event.key === "Escape") { this.hideSheet(); resolve(null); } });
         this.showSheet(form);
       });
     }

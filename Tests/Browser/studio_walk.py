@@ -168,8 +168,11 @@ try:
     shot("catalog-side-by-side", full=False)
 
     # Favouriting in client 1 (contract 3): the menu flips after done.
-    click("an artwork row", lambda: find(client(1), 'button[data-component-type="artworkRow"]'))
+    # By keyboard: Enter on a row navigates, and focus follows onto the new screen.
+    row = wait_for("an artwork row", lambda: find(client(1), 'button[data-component-type="artworkRow"]'))
+    row.send_keys(Keys.ENTER)
     wait_for("the playlist menu", lambda: button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item"))
+    wait_for("focus on the new screen", lambda: driver.switch_to.active_element == find(client(1), ".device__screen"))
     idle()
     shot("playlist-menu")
     click("the favourite menu item", lambda: button_with_text(client(1), "Add playlist to favourites", ".baton-menu__item"))
