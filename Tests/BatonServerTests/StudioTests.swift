@@ -8,6 +8,7 @@ import Configuration
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import JWTKit
 import Testing
 
 /// Baton Studio (docs/studio.md): the web renderer covers the contract, the fit report per
@@ -141,7 +142,7 @@ struct StudioTests {
             let token = try JSONValue.parse(Array(String(buffer: minted.body).utf8))["token"]?.stringValue ?? ""
             #expect(try await development.authenticator.user(fromToken: token) == "alice")
             // Minted for the app, not for the studio.
-            await #expect(throws: BearerAuthenticator.Failure.self) { try await development.authenticator.studioUser(fromToken: token) }
+            #expect(try await development.authenticator.studioGrant(fromToken: token).studio == false)
             let lint = try await client.execute(uri: "/studio/api/lint", method: .get)
             #expect(lint.status == .ok)
             #expect(try JSONValue.parse(Array(String(buffer: lint.body).utf8))["errors"] == 0)
@@ -159,6 +160,27 @@ struct StudioTests {
         let loopback = try BatonConfiguration(reader: ConfigReader(provider: InMemoryProvider(values: ["baton.studio": "dev"])))
         #expect(loopback.studio == .development)
         #expect(try BatonConfiguration(reader: ConfigReader(provider: InMemoryProvider(values: ["baton.studio": "true"]))).studio == .enabled)
+    }
+
+    struct ForeignClaims: JWTPayload {
+        var sub: SubjectClaim
+        var exp: ExpirationClaim
+        var studio: String
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    @Test("a token whose studio claim is not true grants no studio, and still signs the user in")
+    func foreignStudioClaim() async throws {
+        let authenticator = try await BearerAuthenticator(
+            hs256Secret: TestApplication.jwtSecret, publicKeys: nil, issuer: nil, audience: nil)
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: TestApplication.jwtSecret), digestAlgorithm: .sha256)
+        let token = try await keys.sign(
+            ForeignClaims(sub: SubjectClaim(value: "dana"), exp: ExpirationClaim(value: Date().addingTimeInterval(600)), studio: "yes"))
+        #expect(try await authenticator.user(fromToken: token) == "dana")
+        #expect(try await authenticator.studioGrant(fromToken: token).studio == false)
+        let granted = try await Self.studioToken("ops", studio: true)
+        #expect(try await authenticator.studioGrant(fromToken: granted) == ("ops", true))
     }
 
     @Test("the fit endpoint returns the screen fitted as the real endpoint fits it, with marks per component")

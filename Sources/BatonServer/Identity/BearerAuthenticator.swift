@@ -23,11 +23,28 @@ public final class BearerAuthenticator: Sendable {
         var iss: IssuerClaim?
         var aud: AudienceClaim?
         /// Grants Baton Studio's API (`BATON_STUDIO=true`); absent in app users' tokens.
-        var studio: Bool?
+        var studio: StudioClaim?
 
         func verify(using algorithm: some JWTAlgorithm) async throws {
             try exp.verifyNotExpired()
             try nbf?.verifyNotBefore()
+        }
+    }
+
+    /// `"studio": true`. Anything else an identity provider may put under that name reads as
+    /// no grant rather than making the whole token unreadable for the app.
+    struct StudioClaim: Codable, Sendable {
+        var granted: Bool
+
+        init(granted: Bool) { self.granted = granted }
+
+        init(from decoder: any Decoder) throws {
+            granted = (try? decoder.singleValueContainer().decode(Bool.self)) ?? false
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(granted)
         }
     }
 
@@ -81,7 +98,7 @@ public final class BearerAuthenticator: Sendable {
             Claims(
                 sub: SubjectClaim(value: subject), exp: ExpirationClaim(value: expires), nbf: nil,
                 iss: issuer.map { IssuerClaim(value: $0) }, aud: audience.map { AudienceClaim(value: [$0]) },
-                studio: studio ? true : nil))
+                studio: studio ? StudioClaim(granted: true) : nil))
     }
 
     static func pemEntries(_ configuration: String?) -> [(name: String, pem: String)] {
@@ -103,11 +120,11 @@ public final class BearerAuthenticator: Sendable {
         try await claims(fromToken: token).sub.value
     }
 
-    /// The user id of a valid token carrying `"studio": true` (Baton Studio in production).
-    public func studioUser(fromToken token: String) async throws -> String {
+    /// The user id of a valid token, and whether it carries `"studio": true` (Baton Studio's
+    /// API with `BATON_STUDIO=true`). Throws ``Failure`` for a bad token.
+    public func studioGrant(fromToken token: String) async throws -> (user: String, studio: Bool) {
         let claims = try await claims(fromToken: token)
-        guard claims.studio == true else { throw Failure(description: "the bearer token does not grant Baton Studio (no studio claim)") }
-        return claims.sub.value
+        return (claims.sub.value, claims.studio?.granted == true)
     }
 
     private func claims(fromToken token: String) async throws -> Claims {

@@ -103,13 +103,13 @@ struct StudioController: Sendable {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw APIError.unauthenticated("Authorization must be 'Bearer <token>'")
         }
+        let grant: (user: String, studio: Bool)
         do {
-            _ = try await authenticator.studioUser(fromToken: String(parts[1]).trimmingCharacters(in: .whitespaces))
-        } catch let failure as BearerAuthenticator.Failure where failure.description.contains("studio claim") {
-            throw APIError.forbidden(failure.description)
+            grant = try await authenticator.studioGrant(fromToken: String(parts[1]).trimmingCharacters(in: .whitespaces))
         } catch let failure as BearerAuthenticator.Failure {
             throw APIError.unauthenticated(failure.description)
         }
+        guard grant.studio else { throw APIError.forbidden("the bearer token does not grant Baton Studio (no \"studio\": true claim)") }
     }
 
     // MARK: - The page
