@@ -129,10 +129,15 @@ struct StudioController: Sendable {
         guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path) else {
             throw APIError.notFound("no studio file \(name) in \(directory.path) (BATON_STUDIO_DIR)")
         }
-        return Response(
-            status: .ok,
-            headers: [.contentType: type, .cacheControl: "no-cache", .init("X-Content-Type-Options")!: "nosniff"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        var headers: HTTPFields = [.contentType: type, .cacheControl: "no-cache", .init("X-Content-Type-Options")!: "nosniff"]
+        if name.hasSuffix(".html") {
+            // Screens carry text from flows and data: scripts only from here, requests only to here.
+            headers[.init("Content-Security-Policy")!] =
+                "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src * data:; connect-src 'self'; "
+                + "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+            headers[.init("Referrer-Policy")!] = "no-referrer"
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     // MARK: - What the bundle holds
