@@ -253,8 +253,22 @@
       for (const mark of marks) counts.set(mark.note, { mark, count: (counts.get(mark.note) || { count: 0 }).count + 1 });
       const list = el("ul", { class: "marks__list" }, [...counts.values()].map(({ mark, count }) =>
         el("li", { class: "marks__item marks__item--" + mark.status }, mark.note, count > 1 ? ` ×${count}` : "")));
+      const placed = new Set();
       for (const mark of marks) {
-        if (mark.status === "omitted") continue;
+        if (mark.status === "omitted") {
+          // Where the component would have been, when its section is on screen.
+          const section = mark.section !== undefined && rendered.querySelector(`[data-section-id="${CSS.escape(mark.section)}"]`);
+          if (!section) continue;
+          const ghost = el("div", { class: "studio-mark studio-mark--omitted studio-ghost", role: "note" }, mark.note);
+          const after = mark.after && section.querySelector(`[data-component-id="${CSS.escape(mark.after)}"]`);
+          if (after) after.after(ghost);
+          else {
+            const heading = section.querySelector(".baton-section__heading");
+            if (heading) heading.after(ghost); else section.prepend(ghost);
+          }
+          placed.add(mark);
+          continue;
+        }
         let target = null;
         if (mark.id.startsWith("menu:")) {
           const title = mark.id.slice(5);
@@ -267,7 +281,7 @@
           target.before(el("span", { class: "studio-mark studio-mark--" + mark.status, role: "note" }, mark.note));
         }
       }
-      const omitted = marks.filter((m) => m.status === "omitted");
+      const omitted = marks.filter((m) => m.status === "omitted" && !placed.has(m));
       if (omitted.length) {
         rendered.append(el("aside", { class: "studio-omitted", "aria-label": "Not shown to this client" },
           el("strong", {}, "Not shown to this client"), el("ul", {}, omitted.map((m) => el("li", { class: "studio-mark studio-mark--omitted" }, m.note)))));

@@ -67,7 +67,13 @@ struct StudioTests {
             let report = StudioFitReport(raw: screen, fitted: fitted, fitter: fitter, client: client)
             return Dictionary(report.marks.map { ($0.id, $0.note) }, uniquingKeysWith: { a, b in a + " | " + b })
         }
-        let old = notes(.init(contract: 1, capabilities: []))
+        let oldClient = ScreenFitter.Client(contract: 1, capabilities: [])
+        let oldMarks = StudioFitReport(raw: screen, fitted: fitter.fitScreen(screen, for: oldClient).0, fitter: fitter, client: oldClient).marks
+        // An omitted component knows where it would have been: after the shown artworkRow → detailRow.
+        #expect(oldMarks.first { $0.id == "new" }?.placement?.section == "main")
+        #expect(oldMarks.first { $0.id == "new" }?.placement?.after == "row")
+        #expect(oldMarks.first { $0.id == "lonely" }?.placement?.after == nil)
+        let old = notes(oldClient)
         #expect(old["header"] == "artworkHeader → header (contract 1)")
         #expect(old["row"] == "artworkRow → detailRow (contract 1)")
         #expect(old["new"] == "badge omitted: needs contract 2")
@@ -261,8 +267,14 @@ struct StudioTests {
         let pool = PostgresPool(configuration: .init(conninfo: database, maxConnections: 1))
         _ = try await pool.withConnection { try DemoData.seed($0) }
         await pool.close()
+        // A copy of Flows/ with one more screen holding every component a named screen can.
+        let flows = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("studio-flows-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.copyItem(at: root.appendingPathComponent("Flows"), to: flows)
+        try FileManager.default.copyItem(
+            at: root.appendingPathComponent("Tests/Fixtures/studio/gallery.yaml"), to: flows.appendingPathComponent("screens/gallery.yaml"))
+        defer { try? FileManager.default.removeItem(at: flows) }
         let baton = try BatonProcess(
-            arguments: ["serve", "--log-format", "json"],
+            arguments: ["serve", "--log-format", "json", "--flows-dir", flows.path],
             environment: [
                 "DATABASE_URL": database, "BATON_SIGNING_KEYS": TestApplication.signingKeys,
                 "BATON_JWT_HS256_SECRET": TestApplication.jwtSecret, "BATON_STUDIO": studio,

@@ -167,6 +167,24 @@ try:
     idle()
     shot("catalog-side-by-side", full=False)
 
+    # Every component drawn by the renderer (contract 3), and every fallback marked (contract 1),
+    # omissions where the component would have been.
+    if driver.find_elements(By.CSS_SELECTOR, '#screens button[data-screen="gallery"]'):
+        driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="gallery"]').click()
+        wait_for("the gallery's omission in place", lambda: any("badge omitted: needs contract 2" in t for t in texts(client(2), ".studio-ghost")))
+        drawn = {e.get_attribute("data-component-type") for e in client(1).find_elements(By.CSS_SELECTOR, ".device__screen [data-component-type]")}
+        expected = {"header", "text", "badge", "richText", "carousel", "artworkRow", "image", "spacer", "textField", "list", "detailRow", "button"}
+        assert expected <= drawn, f"not drawn: {sorted(expected - drawn)}"
+        marks2 = texts(client(2), ".studio-mark")
+        for note in ["carousel → list (contract 1)", "richText → text (contract 1)", "artworkRow → detailRow (contract 1)"]:
+            assert any(note in t for t in marks2), (note, marks2)
+        assert any("menu item “Share this” omitted: needs contract 2" in t for t in texts(client(2), ".marks__list li"))
+        assert button_with_text(client(1), "Share this", ".baton-menu__item"), "contract 3 with share_sheet keeps the menu item"
+        idle()
+        shot("gallery-side-by-side", full=False)
+        driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="catalog"]').click()
+        wait_for("the catalog again", lambda: find(client(1), 'button[data-component-type="artworkRow"]'))
+
     # Favouriting in client 1 (contract 3): the menu flips after done.
     # By keyboard: Enter on a row navigates, and focus follows onto the new screen.
     row = wait_for("an artwork row", lambda: find(client(1), 'button[data-component-type="artworkRow"]'))

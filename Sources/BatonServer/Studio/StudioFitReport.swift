@@ -25,6 +25,14 @@ public struct StudioFitReport: Sendable {
         public var reason: String
         /// The sentence the studio shows.
         public var note: String
+        /// Where an omitted component of a section would have been: the section, and the
+        /// shown component it would have followed (nil: first). Nil for nested components.
+        public var placement: (section: String, after: String?)?
+
+        public static func == (a: Mark, b: Mark) -> Bool {
+            a.id == b.id && a.type == b.type && a.status == b.status && a.replacement == b.replacement && a.reason == b.reason
+                && a.note == b.note && a.placement?.section == b.placement?.section && a.placement?.after == b.placement?.after
+        }
     }
 
     /// In screen order: header, sections, then the menu.
@@ -39,6 +47,10 @@ public struct StudioFitReport: Sendable {
                     "reason": .string(mark.reason), "note": .string(mark.note),
                 ]
                 if let replacement = mark.replacement { object["replacement"] = .string(replacement) }
+                if let placement = mark.placement {
+                    object["section"] = .string(placement.section)
+                    object["after"] = placement.after.map { .string($0) } ?? .null
+                }
                 return .object(object)
             })
     }
@@ -54,8 +66,10 @@ public struct StudioFitReport: Sendable {
         for section in raw["sections"]?.arrayValue ?? [] {
             let id = section["id"]?.stringValue ?? ""
             let sectionGone = !fittedSections.contains(id)
+            var lastShown: String?
             for component in section["components"]?.arrayValue ?? [] {
-                context.compare(component, present: present, gone: nil, marks: &marks)
+                context.compare(component, present: present, gone: nil, placement: (id, lastShown), marks: &marks)
+                if let componentID = component["id"]?.stringValue, present[componentID] != nil { lastShown = componentID }
             }
             if sectionGone {
                 marks.append(
@@ -134,7 +148,10 @@ public struct StudioFitReport: Sendable {
 
         /// Marks `component` (and what it holds) where the fitted screen differs. `gone` names
         /// an omitted ancestor.
-        func compare(_ component: JSONValue, present: [String: Present], gone: String?, marks: inout [Mark]) {
+        func compare(
+            _ component: JSONValue, present: [String: Present], gone: String?, placement: (section: String, after: String?)? = nil,
+            marks: inout [Mark]
+        ) {
             let type = component["type"]?.stringValue ?? "unknown"
             let id = component["id"]?.stringValue ?? "?"
             var childrenGone = gone
@@ -164,7 +181,7 @@ public struct StudioFitReport: Sendable {
                 if found.type != type, !keepsChildren(type) { childrenGone = "\(type) \(id)" }
             } else {
                 let (reason, note) = omission(component, type: type)
-                marks.append(Mark(id: id, type: type, status: .omitted, replacement: nil, reason: reason, note: note))
+                marks.append(Mark(id: id, type: type, status: .omitted, replacement: nil, reason: reason, note: note, placement: placement))
                 childrenGone = "\(type) \(id)"
             }
             forEachChild(component, type: type) { child in
