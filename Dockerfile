@@ -26,6 +26,8 @@ WORKDIR /app
 COPY --from=build /staging/baton /usr/local/bin/baton
 COPY Flows ./Flows
 COPY Migrations ./Migrations
+# Baton Studio's page and reference web renderer (served only when BATON_STUDIO says so).
+COPY Studio ./Studio
 USER baton
 ENV HTTP_HOST=0.0.0.0 \
     HTTP_PORT=8080 \

@@ -3,7 +3,9 @@
 #
 #   scripts/bootstrap.sh            # build + run: libpq headers, PostgreSQL server binaries
 #   scripts/bootstrap.sh --test     # also what the test suite uses as judges: promtool and
-#                                   # prometheus, a Python venv with openapi-spec-validator, jsonschema
+#                                   # prometheus, a Python venv with openapi-spec-validator, jsonschema,
+#                                   # selenium; chromium + chromedriver (Baton Studio's browser
+#                                   # tests) and graphviz (the studio's flow graphs)
 #   scripts/bootstrap.sh --bench    # also wrk (load generator) and python3 for Benchmarks/e2e
 #
 # Safe to run repeatedly: it only installs what is not already there.
@@ -27,6 +29,7 @@ if [ "$(uname)" = "Darwin" ]; then
   brew list libpq >/dev/null 2>&1 || need+=(libpq)
   ls -d /opt/homebrew/opt/postgresql@* /usr/local/opt/postgresql@* >/dev/null 2>&1 || need+=(postgresql@16)
   [ "$want_test" = 1 ] && { ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; } && need+=(prometheus)
+  [ "$want_test" = 1 ] && ! command -v dot >/dev/null && need+=(graphviz)
   [ "$want_bench" = 1 ] && ! command -v wrk >/dev/null && need+=(wrk)
   if [ ${#need[@]} -gt 0 ]; then say "brew install ${need[*]}"; brew install "${need[@]}"; fi
   # pkg-config must see Homebrew's keg-only libpq.
@@ -46,6 +49,10 @@ else
     { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || need+=(prometheus)
     command -v python3 >/dev/null || need+=(python3)
     python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+    # Baton Studio's browser tests drive Debian's chromium through its chromedriver.
+    { command -v chromium >/dev/null || command -v chromium-browser >/dev/null; } || need+=(chromium)
+    command -v chromedriver >/dev/null || need+=(chromium-driver)
+    command -v dot >/dev/null || need+=(graphviz)
   fi
   [ "$want_bench" = 1 ] && ! command -v wrk >/dev/null && need+=(wrk)
   [ "$want_bench" = 1 ] && ! command -v python3 >/dev/null && need+=(python3)
@@ -59,10 +66,10 @@ fi
 
 if [ "$want_test" = 1 ]; then
   venv="$root/.build/tools-venv"
-  if [ ! -x "$venv/bin/openapi-spec-validator" ] || ! "$venv/bin/python" -c 'import jsonschema, yaml' 2>/dev/null; then
-    say "creating $venv (openapi-spec-validator, jsonschema, PyYAML)"
+  if [ ! -x "$venv/bin/openapi-spec-validator" ] || ! "$venv/bin/python" -c 'import jsonschema, yaml, selenium' 2>/dev/null; then
+    say "creating $venv (openapi-spec-validator, jsonschema, PyYAML, selenium)"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check openapi-spec-validator jsonschema PyYAML
+    "$venv/bin/pip" install -q --disable-pip-version-check openapi-spec-validator jsonschema PyYAML selenium
   fi
 fi
 say "dependencies present"

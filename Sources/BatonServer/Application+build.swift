@@ -27,6 +27,9 @@ public struct BatonEnvironment: Sendable {
     public var allowlist: DeepLinkAllowlist?
     /// Buckets client labels for metrics (shared with the contract fitter).
     public let buckets: ClientBuckets
+    /// The application's loaders, guards and effects, for linting the flow files again
+    /// (Baton Studio's lint view); nil: the studio shows the lint of the loaded bundle.
+    public var flowCatalog: FlowCatalog?
     /// Every route the application registers (filled by ``buildApplication(_:)``).
     public let routes = RouteCatalog()
     /// The contract and allowlist served, swapped with the runtime's flows by a release.
@@ -35,8 +38,10 @@ public struct BatonEnvironment: Sendable {
     public init(
         configuration: BatonConfiguration, pool: PostgresPool, migrator: Migrator, metrics: BatonMetrics, logger: Logger,
         services: [any Service] = [], runtime: FlowRuntime? = nil, authenticator: BearerAuthenticator,
-        contract: ContractRegistry? = nil, allowlist: DeepLinkAllowlist? = nil, buckets: ClientBuckets = ClientBuckets()
+        contract: ContractRegistry? = nil, allowlist: DeepLinkAllowlist? = nil, buckets: ClientBuckets = ClientBuckets(),
+        flowCatalog: FlowCatalog? = nil
     ) {
+        self.flowCatalog = flowCatalog
         self.allowlist = allowlist
         self.contract = contract
         self.live = contract.map { LiveDefinitions(contract: $0, allowlist: allowlist) }
@@ -96,6 +101,9 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
                 runtime: runtime, authenticator: environment.authenticator, live: live, screens: screens,
                 metrics: environment.metrics
             ).register(on: router, catalog: catalog)
+        }
+        if environment.configuration.studio != .off {
+            StudioController(environment: environment, runtime: runtime, contract: live.contract).register(on: router, logger: environment.logger)
         }
         environment.metrics.prepare(flows: runtime.bundle.flows.keys.sorted())
         environment.metrics.recordLoadedFlows(runtime.bundle.flows.mapValues(\.hash))

@@ -22,7 +22,13 @@ public final class ContractFitter: ReplyFitter {
 
     public var registry: ContractRegistry { fitter.registry }
 
+    /// The platform Baton Studio renders a screen with to read it before the downgrade pass
+    /// (it then fits it itself, component by component). No request can carry it:
+    /// ``ClientContext`` keeps only the known platforms, so a client never gets an unfitted reply.
+    public static let unfittedPlatform = "studio:unfitted"
+
     public func fit(_ reply: JSONValue, profile: ClientProfile, origin: String) -> FittedReply {
+        if profile.platform == Self.unfittedPlatform { return FittedReply(bytes: JSONEncoding.encode(reply)) }
         let version = registry.effectiveVersion(profile.contract) ?? registry.oldest
         let client = ScreenFitter.Client(contract: version, capabilities: profile.capabilities)
         let (bytes, report) = reply["type"] == "componentScreen"

@@ -119,7 +119,7 @@ struct ServeCommand: AsyncParsableCommand {
                 configuration: configuration, pool: pool, migrator: migrator, metrics: metrics, logger: logger,
                 services: [DatabaseService(pool: pool, embedded: database.embedded, logger: logger)],
                 runtime: runtime, authenticator: authenticator, contract: definitions.contract, allowlist: definitions.allowlist,
-                buckets: buckets))
+                buckets: buckets, flowCatalog: registry.catalog))
         logger.info(
             "listening",
             metadata: ["address": .string("http://\(configuration.httpHost):\(configuration.httpPort)")])

@@ -406,9 +406,10 @@ struct ObservabilityTests {
                     "\(platform) v\(version) Scan & Go: \(scan.body.prefix(300))")
             }
         }
-        _ = try await baton.send(
+        let refused = try await baton.send(
             .POST, "/v3/deeplinks/resolve", headers: [("X-Client-Platform", "ios"), ("Content-Type", "application/json")],
             body: #"{"url": "https://elsewhere.example.com/scan-and-go?location=UT-0001"}"#)
+        #expect(refused.status == .ok && refused.body.contains("link_not_allowed"), "\(refused.status) \(refused.body)")
 
         // What Baton counted, from its own /metrics.
         let exposition = try await baton.get("/metrics").body
@@ -458,7 +459,8 @@ struct ObservabilityTests {
         }
         let flowCount = counted.filter { $0.name == "baton_flows_loaded" }.count
         #expect(try await prometheus.query("count(baton_flows_loaded)").first?.value == Double(flowCount))
-        #expect(try await prometheus.query(#"sum(baton_deeplinks_total{result="rejected"})"#).first?.value == 1)
+        let rejected = try await prometheus.query(#"sum(baton_deeplinks_total{result="rejected"})"#)
+        #expect(rejected.first?.value == 1, "\(rejected); Baton says \(exposition.split(separator: "\n").filter { $0.hasPrefix("baton_deeplinks_total") })")
 
         // Every dashboard query runs on real data, and every alert rule loads and evaluates cleanly.
         for query in Self.dashboardQueries(try Self.dashboard()) {

@@ -27,6 +27,11 @@ public enum TestApplication {
         configuration.jwtHS256Secret = jwtSecret
         // Tests serve their flow files unless they test releases.
         configuration.flowsSource = .files
+        // The suite runs many tests at once on two cores: deadlines that fit production would
+        // fire on a starved test. Fault tests set the production defaults back.
+        configuration.databaseTimeout = .seconds(30)
+        configuration.statementTimeout = .seconds(25)
+        configuration.requestTimeout = .seconds(60)
         configure(&configuration)
         return configuration
     }

@@ -35,7 +35,11 @@ public enum TestDatabase {
 
     /// A pool on a fresh database (see ``make(migrated:)``).
     public static func makePool(migrated: Bool = false, maxConnections: Int = 4) async throws -> PostgresPool {
-        PostgresPool(configuration: .init(conninfo: try await make(migrated: migrated), maxConnections: maxConnections))
+        // Generous deadlines: the suite runs many tests at once on two cores.
+        PostgresPool(
+            configuration: .init(
+                conninfo: try await make(migrated: migrated), maxConnections: maxConnections, callTimeout: .seconds(30),
+                limits: .init(statement: .seconds(25))))
     }
 
     /// The TCP address the test server also listens on (127.0.0.1), for fault tests that put a

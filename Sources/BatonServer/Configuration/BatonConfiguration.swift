@@ -35,6 +35,10 @@ import SystemPackage
 /// - `baton.flows.check.interval` (`BATON_FLOWS_CHECK_INTERVAL`, seconds, default 5): how often a
 ///   replica re-checks the current release even without a notification.
 /// - `baton.replica` (`BATON_REPLICA`, default hostname:pid): this replica's name in release reports.
+/// - `baton.studio` (`BATON_STUDIO`, default false): Baton Studio at `/studio` (docs/studio.md):
+///   `false`; `true` (its API needs a bearer token with a `studio: true` claim); `dev` (open,
+///   mints demo users' tokens: `scripts/run.sh`; loopback `http.host` only).
+/// - `baton.studio.dir` (`BATON_STUDIO_DIR`, default `Studio`): the studio's page and renderer.
 /// - `log.level` (`LOG_LEVEL`, default info), `log.format` (`LOG_FORMAT`: json | logfmt, default json).
 public struct BatonConfiguration: Sendable {
     public var databaseURL: String?
@@ -61,6 +65,10 @@ public struct BatonConfiguration: Sendable {
     public var jwtIssuer: String?
     public var jwtAudience: String?
     public var diagnostics: Bool
+    /// Whether and how `/studio` is served.
+    public var studio: StudioMode
+    /// Where the studio's HTML, CSS and JavaScript are read from.
+    public var studioDirectory: String
     /// How often each replica adds its contract-health counts to PostgreSQL.
     public var contractHealthInterval: Duration
     public var logLevel: Logger.Level
@@ -123,6 +131,12 @@ public struct BatonConfiguration: Sendable {
         jwtIssuer = reader.string(forKey: "baton.jwt.issuer")
         jwtAudience = reader.string(forKey: "baton.jwt.audience")
         diagnostics = reader.bool(forKey: "baton.diagnostics", default: false)
+        let studioValue = reader.string(forKey: "baton.studio", default: "false").lowercased()
+        guard let parsedStudio = StudioMode(configurationValue: studioValue) else {
+            throw Error(description: "baton.studio (BATON_STUDIO) must be false, true or dev; got '\(studioValue.prefix(20))'")
+        }
+        studio = parsedStudio
+        studioDirectory = reader.string(forKey: "baton.studio.dir", default: "Studio")
         let healthInterval = reader.double(forKey: "baton.contract.health.interval", default: 60)
         guard healthInterval >= 0.05, healthInterval <= 3600 else {
             throw Error(description: "baton.contract.health.interval (BATON_CONTRACT_HEALTH_INTERVAL) must be 0.05–3600 seconds; got \(healthInterval)")
@@ -150,6 +164,11 @@ public struct BatonConfiguration: Sendable {
         }
         releaseCheckInterval = .milliseconds(Int(checkInterval * 1000))
         replicaName = reader.string(forKey: "baton.replica", default: "\(ProcessInfo.processInfo.hostName):\(getpid())")
+        if studio == .development, !["127.0.0.1", "::1", "localhost"].contains(httpHost) {
+            throw Error(
+                description: "baton.studio (BATON_STUDIO) = dev serves the studio without a token and mints anyone's token; "
+                    + "it needs http.host 127.0.0.1, ::1 or localhost, got \(httpHost) (use BATON_STUDIO=true)")
+        }
         guard (1...65535).contains(httpPort) else { throw Error(description: "http.port (HTTP_PORT) must be 1–65535; got \(httpPort)") }
         guard (1...1000).contains(poolSize) else { throw Error(description: "database.pool.size must be 1–1000; got \(poolSize)") }
         guard bodyLimit >= 1024 else { throw Error(description: "http.body.limit must be at least 1024 bytes; got \(bodyLimit)") }

@@ -22,10 +22,29 @@ public final class BearerAuthenticator: Sendable {
         var nbf: NotBeforeClaim?
         var iss: IssuerClaim?
         var aud: AudienceClaim?
+        /// Grants Baton Studio's API (`BATON_STUDIO=true`); absent in app users' tokens.
+        var studio: StudioClaim?
 
         func verify(using algorithm: some JWTAlgorithm) async throws {
             try exp.verifyNotExpired()
             try nbf?.verifyNotBefore()
+        }
+    }
+
+    /// `"studio": true`. Anything else an identity provider may put under that name reads as
+    /// no grant rather than making the whole token unreadable for the app.
+    struct StudioClaim: Codable, Sendable {
+        var granted: Bool
+
+        init(granted: Bool) { self.granted = granted }
+
+        init(from decoder: any Decoder) throws {
+            granted = (try? decoder.singleValueContainer().decode(Bool.self)) ?? false
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(granted)
         }
     }
 
@@ -68,7 +87,8 @@ public final class BearerAuthenticator: Sendable {
     /// An HS256 token for `subject`, for development and tools (`baton token`, `baton
     /// client`): production tokens come from the identity provider.
     public static func developmentToken(
-        subject: String, secret: String, issuer: String? = nil, audience: String? = nil, lifetime: Duration = .seconds(3600)
+        subject: String, secret: String, issuer: String? = nil, audience: String? = nil, lifetime: Duration = .seconds(3600),
+        studio: Bool = false
     ) async throws -> String {
         guard secret.utf8.count >= 16 else { throw Failure(description: "BATON_JWT_HS256_SECRET must be at least 16 bytes") }
         let keys = JWTKeyCollection()
@@ -77,7 +97,8 @@ public final class BearerAuthenticator: Sendable {
         return try await keys.sign(
             Claims(
                 sub: SubjectClaim(value: subject), exp: ExpirationClaim(value: expires), nbf: nil,
-                iss: issuer.map { IssuerClaim(value: $0) }, aud: audience.map { AudienceClaim(value: [$0]) }))
+                iss: issuer.map { IssuerClaim(value: $0) }, aud: audience.map { AudienceClaim(value: [$0]) },
+                studio: studio ? StudioClaim(granted: true) : nil))
     }
 
     static func pemEntries(_ configuration: String?) -> [(name: String, pem: String)] {
@@ -96,6 +117,17 @@ public final class BearerAuthenticator: Sendable {
 
     /// The user id of a valid token. Throws ``Failure`` for a bad one.
     public func user(fromToken token: String) async throws -> String {
+        try await claims(fromToken: token).sub.value
+    }
+
+    /// The user id of a valid token, and whether it carries `"studio": true` (Baton Studio's
+    /// API with `BATON_STUDIO=true`). Throws ``Failure`` for a bad token.
+    public func studioGrant(fromToken token: String) async throws -> (user: String, studio: Bool) {
+        let claims = try await claims(fromToken: token)
+        return (claims.sub.value, claims.studio?.granted == true)
+    }
+
+    private func claims(fromToken token: String) async throws -> Claims {
         guard isConfigured else { throw Failure(description: "bearer tokens are not accepted here (no keys configured)") }
         guard token.utf8.count <= 8192 else { throw Failure(description: "the bearer token is too long") }
         let claims: Claims
@@ -117,6 +149,6 @@ public final class BearerAuthenticator: Sendable {
         guard !subject.isEmpty, subject.utf8.count <= 256, !subject.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
             throw Failure(description: "the bearer token's subject is not usable")
         }
-        return subject
+        return claims
     }
 }
