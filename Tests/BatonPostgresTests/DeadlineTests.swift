@@ -1,0 +1,158 @@
+import BatonPostgres
+import BatonTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Deadlines, server-side bounds, fail-fast and ambiguous commits, against a real server (and
+/// through `../shared/tools/tcp_fault_proxy.py` where the network has to misbehave).
+@Suite("Deadlines and a silent database")
+struct DeadlineTests {
+    @Test("every connection opens with the statement, lock, idle-in-transaction and TCP bounds")
+    func limitsAreSet() async throws {
+        let pool = PostgresPool(
+            configuration: .init(
+                conninfo: try await TestDatabase.make(), maxConnections: 1,
+                limits: .init(statement: .milliseconds(1500), lock: .seconds(2), idleInTransaction: .seconds(7))))
+        let values = try await pool.withConnection { connection in
+            try ["statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"].map {
+                try connection.query("SELECT current_setting($1)", [$0])[0].decode(String.self, at: 0)
+            }
+        }
+        #expect(values == ["1500ms", "2s", "7s"])
+        await pool.close()
+    }
+
+    @Test("a call past its deadline answers timedOut at once; the connection is cut and replaced; the pool recovers")
+    func deadline() async throws {
+        let pool = PostgresPool(
+            configuration: .init(
+                conninfo: try await TestDatabase.make(), maxConnections: 2, callTimeout: .seconds(1), limits: .init(statement: .seconds(30))))
+        let started = ContinuousClock.now
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT pg_sleep(20)") }
+        let took = ContinuousClock.now - started
+        #expect(error?.code == .timedOut)
+        #expect(error?.isUnavailable == true)
+        #expect(took < .seconds(3), "answered after \(took)")
+        // The probe finds the server answering and the pool works again, on a fresh connection.
+        var answered = false
+        for _ in 0..<40 where !answered {
+            answered = (try? await pool.query("SELECT 1")) != nil
+            if !answered { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(answered)
+        #expect(pool.statistics.deadlineExpiries == 1)
+        #expect(pool.statistics.connectionsDiscarded >= 1)
+        await pool.close()
+    }
+
+    @Test("a lock wait past lock_timeout is 55P03, classified unavailable (503), and leaves the pool working")
+    func lockTimeout() async throws {
+        let conninfo = try await TestDatabase.make()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2, limits: .init(lock: .milliseconds(300))))
+        try await pool.query("CREATE TABLE rows (id int PRIMARY KEY)")
+        try await pool.query("INSERT INTO rows VALUES (1)")
+        let holder = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        let holding = Task {
+            try await holder.withConnection { connection in
+                try connection.execute("BEGIN; SELECT * FROM rows WHERE id = 1 FOR UPDATE")
+                Thread.sleep(forTimeInterval: 1.5)
+                try connection.execute("ROLLBACK")
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { try $0.query("SELECT * FROM rows WHERE id = 1 FOR UPDATE") }
+        }
+        #expect(error?.sqlState == "55P03")
+        #expect(error?.isUnavailable == true)
+        try await holding.value
+        #expect(try await pool.query("SELECT count(*) FROM rows")[0].decode(Int.self, at: 0) == 1)
+        await holder.close()
+        await pool.close()
+    }
+
+    @Test("a connection cut after COMMIT was sent is commitOutcomeUnknown, never retried; the server committed once")
+    func ambiguousCommit() async throws {
+        let faults = PostgresFaults()
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults))
+        try await pool.query("CREATE TABLE marks (id serial PRIMARY KEY)")
+        let runs = Counter()
+        faults.cutAfterNextCommit()
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { connection in
+                runs.increment()
+                connection.enqueue("INSERT INTO marks DEFAULT VALUES")
+            }
+        }
+        #expect(error?.code == .commitOutcomeUnknown)
+        #expect(error?.isRetryable == false)
+        #expect(runs.value == 1, "the body ran once")
+        #expect(faults.commitsCut == 1)
+        #expect(try await pool.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0) == 1, "the server committed")
+        await pool.close()
+    }
+
+    @Test("blackholed network: the call in flight answers within 6 s, new calls fail fast, full service within 5 s after, no row left locked")
+    func blackhole() async throws {
+        let conninfo = try await TestDatabase.make()
+        let address = try await TestDatabase.tcpAddress()
+        let proxy = try FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
+        let direct = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        try await direct.query("CREATE TABLE sessions (id int PRIMARY KEY, step int NOT NULL)")
+        try await direct.query("INSERT INTO sessions VALUES (1, 0)")
+        // Production defaults: 5 s deadline, 5 s idle-in-transaction and TCP user timeouts.
+        let pool = PostgresPool(
+            configuration: .init(conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 4))
+        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+
+        // A transaction holds the row lock when the network goes silent between two statements.
+        let started = ContinuousClock.now
+        let inFlight = Task {
+            try await pool.withTransaction { connection in
+                try connection.query("SELECT step FROM sessions WHERE id = 1 FOR UPDATE")
+                Thread.sleep(forTimeInterval: 0.5)
+                try connection.query("UPDATE sessions SET step = step + 1 WHERE id = 1")
+            }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        try proxy.send("blackhole")
+        let error = await #expect(throws: PostgresError.self) { try await inFlight.value }
+        let took = ContinuousClock.now - started
+        #expect(error?.isUnavailable == true)
+        #expect(took < .seconds(6), "the call in flight answered after \(took)")
+
+        // While the network stays silent, new calls fail at once.
+        for _ in 0..<5 {
+            let fast = ContinuousClock.now
+            await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+            #expect(ContinuousClock.now - fast < .seconds(1))
+        }
+        #expect(pool.statistics.isFailingFast)
+
+        // The network comes back: full service within 5 s.
+        try await Task.sleep(for: .seconds(2))
+        try proxy.send("up")
+        let back = ContinuousClock.now
+        var answered = false
+        while !answered, ContinuousClock.now - back < .seconds(5) {
+            answered = (try? await pool.query("SELECT 1")) != nil
+            if !answered { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(answered, "no answer within 5 s after the network came back")
+        // And nothing holds the row: it can be locked at once (NOWAIT), and the update never happened.
+        let step = try await pool.withTransaction { connection in
+            try connection.query("SELECT step FROM sessions WHERE id = 1 FOR UPDATE NOWAIT")[0].decode(Int.self, at: 0)
+        }
+        #expect(step == 0)
+        await pool.close()
+        await direct.close()
+    }
+}
+
+/// A thread-safe counter for bodies that run on pool threads.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
