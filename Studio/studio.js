@@ -42,11 +42,21 @@
     return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
   }
 
+  /** Device tokens the server issued, by device id (PROTOCOL §1: sent back with X-Device-Id). */
+  const deviceTokens = new Map();
+
+  /** Keeps the X-Device-Token a response issued for the device a request named. */
+  function keepDeviceToken(requestHeaders, response) {
+    const token = response.headers.get("X-Device-Token");
+    if (token && requestHeaders["X-Device-Id"]) deviceTokens.set(requestHeaders["X-Device-Id"], token);
+  }
+
   /** A GET of the studio's own API (with the studio token outside development). */
   async function api(path, headers) {
     const all = Object.assign({}, headers || {});
     if (state.studioToken) all.Authorization = "Bearer " + state.studioToken;
     const response = await fetch("/studio/api/" + path, { headers: all, cache: "no-store" });
+    keepDeviceToken(all, response);
     const body = await response.json().catch(() => null);
     if (!response.ok) {
       const error = new Error((body && body.error && body.error.message) || "HTTP " + response.status);
@@ -118,7 +128,12 @@
         "X-Client-Capabilities": [...this.capabilities].sort().join(","),
       };
       const token = await this.userToken();
-      if (token) headers.Authorization = "Bearer " + token; else headers["X-Device-Id"] = this.deviceId;
+      if (token) {
+        headers.Authorization = "Bearer " + token;
+      } else {
+        headers["X-Device-Id"] = this.deviceId;
+        if (deviceTokens.has(this.deviceId)) headers["X-Device-Token"] = deviceTokens.get(this.deviceId);
+      }
       return headers;
     }
 
@@ -298,6 +313,7 @@
       let response;
       try {
         response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+        keepDeviceToken(headers, response);
       } catch (error) {
         this.toast("Request failed: " + error.message, "error");
         return null;

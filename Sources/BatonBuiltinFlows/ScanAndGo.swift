@@ -11,6 +11,9 @@ enum ScanAndGo {
     static let receiptAlphabet = Array("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
 
     static func register(into registry: inout FlowRegistry) {
+        // Label lookups per subject and per client address: 20 and 60 a minute, per registry
+        // (one per server), so every application (and every test) counts its own.
+        let lookups = LookupLimits(perSubject: 20, perAddress: 60, window: 60)
         registry.loader("locations.list", returnsList: true) { call in
             .array(try call.database.query("SELECT code, name, address FROM dropoff_locations ORDER BY code").map(location))
         }
@@ -28,6 +31,8 @@ enum ScanAndGo {
 
         registry.effect("shipments.lookup", arguments: [ArgumentSpec("code")], outcomes: ["found", "unknown", "dropped"]) { call in
             let code = try call.string("code")
+            // Label lookups reveal whether a code is a parcel: bounded per subject and per address.
+            try lookups.admit(call)
             guard let row = try call.database.query(
                 """
                 SELECT s.label, s.recipient, s.postcode, s.size, d.id IS NOT NULL
@@ -35,9 +40,11 @@ enum ScanAndGo {
                 """, [code]
             ).first else { return EffectResult("unknown", ["code": .string(code)]) }
             let size = try row.decode(String.self, at: 3)
+            // Whoever holds a label (or guesses one) sees enough to recognise the parcel, never
+            // the recipient's name or full postcode: initials and a partial postcode.
             let data: JSONValue = [
-                "code": .string(code), "recipient": .string(try row.decode(String.self, at: 1)),
-                "postcode": .string(try row.decode(String.self, at: 2)), "size": .string(size),
+                "code": .string(code), "recipient": .string(mask(name: try row.decode(String.self, at: 1))),
+                "postcode": .string(mask(postcode: try row.decode(String.self, at: 2))), "size": .string(size),
                 "sizeName": .string(sizes[size] ?? size),
             ]
             return EffectResult(try row.decode(Bool.self, at: 4) ? "dropped" : "found", data)
@@ -71,6 +78,20 @@ enum ScanAndGo {
             }
             throw FlowCallError.invalid("could not draw a unique receipt code")
         }
+    }
+
+    /// "Gerrit van der Smit" → "G. v. d. S.".
+    static func mask(name: String) -> String {
+        name.split(whereSeparator: \.isWhitespace).compactMap { $0.first.map { "\($0)." } }.joined(separator: " ")
+    }
+
+    /// "3507 AB" → "3507 A·": the digits (a town), one letter, the rest hidden.
+    static func mask(postcode: String) -> String {
+        let compact = postcode.filter { !$0.isWhitespace }
+        let digits = compact.prefix { $0.isNumber }
+        let rest = compact.dropFirst(digits.count)
+        guard let first = rest.first else { return String(digits) }
+        return "\(digits) \(first)" + String(repeating: "·", count: max(1, rest.count - 1))
     }
 
     static func location(_ row: PostgresRow) throws -> JSONValue {

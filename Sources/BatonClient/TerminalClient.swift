@@ -69,6 +69,9 @@ public final class TerminalClient {
 
     private var stack: [Entry] = []
     private var current: ScreenText?
+    /// The device token the server issued for `identity.deviceID` (PROTOCOL §1), sent back on
+    /// every later request.
+    private var deviceToken: String?
 
     /// - Parameters:
     ///   - ask: shows a prompt and reads the answer (nil at the end of input).
@@ -251,9 +254,11 @@ public final class TerminalClient {
 
     private func request(_ method: String, _ path: String, body: JSONValue? = nil) async -> JSONValue? {
         var headers = identity.headers
+        if let deviceToken, identity.deviceID != nil { headers.append(("X-Device-Token", deviceToken)) }
         if body != nil { headers.append(("Content-Type", "application/json")) }
         do {
             let reply = try await transport.send(method: method, path: path, headers: headers, body: body.map(JSONEncoding.encode))
+            if let issued = reply.headers.first(where: { $0.0.lowercased() == "x-device-token" })?.1 { deviceToken = issued }
             let json = try? JSONValue.parse(reply.body)
             guard (200..<300).contains(reply.status), let json else {
                 let message = json?["error"]?["message"]?.stringValue ?? String(decoding: reply.body.prefix(300), as: UTF8.self)

@@ -33,11 +33,14 @@ public struct FlowCall: Sendable {
     public var flow: String
     /// The session (nil for a screen outside any flow).
     public var sessionID: String?
+    /// The client's network address, when known (for per-address limits).
+    public var clientAddress: String?
 
-    public init(subject: FlowSubject, flow: String, sessionID: String?) {
+    public init(subject: FlowSubject, flow: String, sessionID: String?, clientAddress: String? = nil) {
         self.subject = subject
         self.flow = flow
         self.sessionID = sessionID
+        self.clientAddress = clientAddress
     }
 }
 
@@ -64,14 +67,25 @@ public protocol FlowHost {
 /// Errors an effect, guard or loader throws to stop the command with an HTTP error instead of
 /// a flow answer (the transaction rolls back).
 public struct FlowCallError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable { case forbidden, notFound, invalid, unauthenticated }
+    public enum Kind: Sendable { case forbidden, notFound, invalid, unauthenticated, rateLimited }
 
     public var kind: Kind
     public var message: String
+    /// For ``Kind/rateLimited``: when to try again, and the limit that was reached.
+    public var retryAfter: Int?
+    public var limit: (name: String, quota: Int, window: Int)?
 
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
         self.message = message
+    }
+
+    /// Too many calls: the command is refused with 429 and `Retry-After` (nothing is changed).
+    public static func rateLimited(_ message: String, retryAfter: Int, limit: (name: String, quota: Int, window: Int)) -> FlowCallError {
+        var error = FlowCallError(.rateLimited, message)
+        error.retryAfter = retryAfter
+        error.limit = limit
+        return error
     }
 
     public static func forbidden(_ message: String) -> FlowCallError { FlowCallError(.forbidden, message) }

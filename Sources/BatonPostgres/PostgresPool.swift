@@ -142,7 +142,7 @@ public final class PostgresPool: Sendable {
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<R, any Error>) in
                 let job = Job(
-                    id: id, enqueued: .now,
+                    id: id, enqueued: .now, gate: gate,
                     run: { connection in
                         let result = Result { try body(connection) }
                         return {
@@ -150,7 +150,8 @@ public final class PostgresPool: Sendable {
                             if let home { home.execute { continuation.resume(with: result) } } else { continuation.resume(with: result) }
                         }
                     },
-                    fail: { error in if gate.claim() { continuation.resume(throwing: error) } })
+                    fail: { error in if gate.claim() { continuation.resume(throwing: error) } },
+                    failUngated: { continuation.resume(throwing: $0) })
                 submit(job, timeout: timeout ?? configuration.callTimeout)
             }
         } onCancel: {
@@ -264,16 +265,19 @@ public final class PostgresPool: Sendable {
             queued.fail(PostgresError(code: .poolTimeout, message: "no database connection became free within the call's deadline"))
             return
         }
-        guard workers.contains(where: { $0.abort(job: job.id) }) else { return }  // it finished
-        job.fail(
-            PostgresError(
-                code: .timedOut, message: "the database did not answer within \(timeout); the call was abandoned"))
+        // Running, or still connecting: answer the caller now (unless the body just finished),
+        // then cut the connection if a body is on it.
+        guard job.gate.claim() else { return }
+        // Fail fast from now on — before the caller hears back, so its next call already does.
         let startProbe = state.withLock { state -> Bool in
             state.deadlineExpiries += 1
             guard state.silentSince == nil, !state.closed else { return false }
             state.silentSince = .now
             return true
         }
+        job.failUngated(
+            PostgresError(code: .timedOut, message: "the database did not answer within \(timeout); the call was abandoned"))
+        _ = workers.contains { $0.abort(job: job.id) }
         if startProbe { probeUntilAnswered() }
     }
 
@@ -354,10 +358,14 @@ extension Duration {
 private struct Job: Sendable {
     var id: Int
     var enqueued: ContinuousClock.Instant
+    /// Who resumes the caller: the body's result, a failure or the deadline, whichever is first.
+    var gate: ResumeGate
     /// Runs the body and returns how to resume the caller, which the worker calls only after
     /// it has given its connection back (so a resumed caller sees the pool as it left it).
     var run: @Sendable (PostgresConnection) -> @Sendable () -> Void
     var fail: @Sendable (any Error) -> Void
+    /// Resumes the caller with an error; only for whoever already claimed the gate.
+    var failUngated: @Sendable (any Error) -> Void
     var timeout: Scheduled<Void>?
     var deadline: Scheduled<Void>?
 }
@@ -366,6 +374,8 @@ private struct Job: Sendable {
 private final class ResumeGate: Sendable {
     private let claimed = Atomic<Bool>(false)
     func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
+    /// Whether the caller has been answered already (a body that has not started should not).
+    var isClaimed: Bool { claimed.load(ordering: .acquiring) }
 }
 
 /// One worker thread and the connection it owns.
@@ -479,6 +489,8 @@ private final class Worker: @unchecked Sendable {
             }
         }
         guard let connection else { return {} }
+        // The deadline answered the caller while we connected: the body must not run late.
+        if job.gate.isClaimed { return {} }
         running.withLock { $0 = (job.id, connection.socket, connection.cancelToken) }
         let resume = job.run(connection)
         running.withLock { $0 = nil }

@@ -8,6 +8,8 @@ import Foundation
 public struct ClientIdentity: Sendable, Equatable {
     public var user: String?
     public var device: String?
+    /// The client's network address, when known (per-address limits; never a subject).
+    public var address: String?
 
     public init(user: String? = nil, device: String? = nil) {
         self.user = user
@@ -80,12 +82,17 @@ public struct CommandError: Error, Sendable, CustomStringConvertible {
         case inFlight
         /// The idempotency key was used for a different request (422).
         case idempotencyKeyReused
+        /// Too many requests of a kind from this client (429, retry after ``retryAfter``).
+        case rateLimited
     }
 
     public var kind: Kind
     public var message: String
     /// The flow the command was for, when known (metrics label).
     public var flow: String?
+    /// For ``Kind/rateLimited``: seconds until a retry may succeed, and the limit reached.
+    public var retryAfter: Int?
+    public var limit: (name: String, quota: Int, window: Int)?
 
     public init(_ kind: Kind, _ message: String, flow: String? = nil) {
         self.kind = kind
@@ -106,6 +113,7 @@ public struct CommandError: Error, Sendable, CustomStringConvertible {
         case .notFound: (404, "not_found")
         case .inFlight: (409, "conflict")
         case .idempotencyKeyReused: (422, "idempotency_key_reused")
+        case .rateLimited: (429, "rate_limited")
         }
     }
 
@@ -116,6 +124,10 @@ public struct CommandError: Error, Sendable, CustomStringConvertible {
         case .notFound: self.init(.notFound, error.message, flow: flow)
         case .invalid: self.init(.invalidRequest, error.message, flow: flow)
         case .unauthenticated: self.init(.unauthenticated, error.message, flow: flow)
+        case .rateLimited:
+            self.init(.rateLimited, error.message, flow: flow)
+            retryAfter = error.retryAfter
+            limit = error.limit
         }
     }
 }

@@ -58,7 +58,8 @@ public struct NoRuntimeMetrics: RuntimeMetrics {
 public final class FlowRuntime: Sendable {
     let registry: FlowRegistry
     let pool: PostgresPool
-    let signer: PayloadSigner
+    /// Signs and checks payloads and device tokens.
+    public let signer: PayloadSigner
     let metrics: any RuntimeMetrics
     let logger: Logger
     let clock: @Sendable () -> Date
@@ -410,7 +411,8 @@ public final class FlowRuntime: Sendable {
             }
             return StepResult(reply: replay(logged.response, flow: claims.flow))
         }
-        let call = FlowCall(subject: subject, flow: claims.flow, sessionID: id.uuidString.lowercased())
+        let call = FlowCall(
+            subject: subject, flow: claims.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let step = try engine.start(parameters: parameters, host: host, call: call)
         session.state = step.session.state
@@ -463,7 +465,8 @@ public final class FlowRuntime: Sendable {
         guard let subject = FlowSubject(session.subject) else {
             throw CommandError(.forbidden, "the session's subject is not valid", flow: session.flow)
         }
-        let call = FlowCall(subject: subject, flow: session.flow, sessionID: id.uuidString.lowercased())
+        let call = FlowCall(
+            subject: subject, flow: session.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let result = try engine.handle(
             event: claims.event, input: request.input, session: FlowSessionState(state: session.state, context: session.context),

@@ -100,6 +100,9 @@ public struct PayloadSigner: Sendable {
     }
 
     private let keys: [(id: String, key: SymmetricKey)]
+    /// Keys for device tokens, derived from the signing keys (same ids, same rotation), so a
+    /// payload MAC can never be replayed as a device token or the other way round.
+    private let deviceKeys: [(id: String, key: SymmetricKey)]
     /// Payloads longer than this are refused unread.
     public static let maxLength = 4096
 
@@ -114,6 +117,9 @@ public struct PayloadSigner: Sendable {
             }
         }
         self.keys = keys.map { ($0.id, SymmetricKey(data: $0.secret)) }
+        self.deviceKeys = self.keys.map { id, key in
+            (id, SymmetricKey(data: Array(HMAC<SHA256>.authenticationCode(for: Array("baton device token v1".utf8), using: key))))
+        }
     }
 
     /// Parses `BATON_SIGNING_KEYS`: `keyid:base64secret[,keyid:base64secret...]`.
@@ -166,6 +172,25 @@ public struct PayloadSigner: Sendable {
         }
         if Double(claims.expires) < now.timeIntervalSince1970 { return .failure(.expired(claims)) }
         return .success(claims)
+    }
+
+    // MARK: - Device tokens
+
+    /// The token that proves a request speaks for `device` (a lowercase UUID): `keyid.mac`,
+    /// issued in `X-Device-Token` the first time the device is seen.
+    public func deviceToken(for device: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Array(device.utf8), using: deviceKeys[0].key)
+        return deviceKeys[0].id + "." + Self.base64URL(Array(mac))
+    }
+
+    /// Whether `token` was issued for `device` with any of the keys (rotation).
+    public func verifyDeviceToken(_ token: String, device: String) -> Bool {
+        guard token.utf8.count <= 200 else { return false }
+        let parts = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, let key = deviceKeys.first(where: { $0.id == parts[0] })?.key,
+            let mac = Self.base64URL(decoding: parts[1].utf8), mac.count == SHA256.byteCount
+        else { return false }
+        return HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: Array(device.utf8), using: key)
     }
 
     /// RFC 4648 §5 base64url without padding.

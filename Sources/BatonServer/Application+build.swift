@@ -71,8 +71,11 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: HTTPMetricsMiddleware(metrics: environment.metrics))
     router.add(middleware: AccessLogMiddleware())
-    router.add(middleware: ErrorMiddleware(routes: catalog))
+    router.add(middleware: ErrorMiddleware(routes: catalog, metrics: environment.metrics))
     router.add(middleware: RequestDeadlineMiddleware(timeout: environment.configuration.requestTimeout))
+    if let runtime = environment.runtime {
+        router.add(middleware: DeviceTokenMiddleware(signer: runtime.signer, pool: environment.pool))
+    }
     router.add(middleware: BodyLimitMiddleware(limit: environment.configuration.bodyLimit))
 
     let flowsInfo: [@Sendable () -> (String, JSONValue)] = environment.live.map { live in [{ ("flows", live.readiness) }] } ?? []

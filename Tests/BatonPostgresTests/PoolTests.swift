@@ -51,7 +51,8 @@ struct PoolTests {
     func cancellation() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(30)))
         defer { Task { await pool.close() } }
-        let holder = Task { try await pool.withConnection { try $0.query("SELECT pg_sleep(0.5)") } }
+        // Long enough that the waiter is still queued when checked, on a loaded machine too.
+        let holder = Task { try await pool.withConnection { try $0.query("SELECT pg_sleep(3)") } }
         try await Task.sleep(for: .milliseconds(100))
         let waiter = Task { try await pool.query("SELECT 1") }
         try await Task.sleep(for: .milliseconds(100))

@@ -23,9 +23,12 @@ extension JSONValue {
     public func payload(_ path: String) -> String? { value(atPath: path)?["payload"]?.stringValue }
 }
 
-/// Headers for a device subject.
+/// Headers for a device subject, with the device token the server issues for it.
 public func deviceHeaders(_ device: String) -> HTTPFields {
-    [HTTPField.Name("X-Device-Id")!: device]
+    [
+        HTTPField.Name("X-Device-Id")!: device,
+        HTTPField.Name("X-Device-Token")!: TestApplication.signer.deviceToken(for: device.lowercased()),
+    ]
 }
 
 /// Headers for a signed-in user.

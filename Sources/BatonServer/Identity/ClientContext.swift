@@ -34,6 +34,15 @@ public struct ClientContext: Sendable {
 
     /// The verified identity: the bearer token's user (401 if the token is bad) and the
     /// device id (400 if it is not a UUID).
+    public static func identity(_ request: Request, context: BatonRequestContext, authenticator: BearerAuthenticator) async throws
+        -> ClientIdentity
+    {
+        var identity = try await identity(request, authenticator: authenticator)
+        identity.address = context.remoteAddress
+        return identity
+    }
+
+    /// The verified identity, without the client's address.
     public static func identity(_ request: Request, authenticator: BearerAuthenticator) async throws -> ClientIdentity {
         var identity = ClientIdentity()
         if let authorization = request.headers[.authorization] {

@@ -48,6 +48,7 @@ public final class BatonMetrics: Sendable {
         static var clientsUnsupported: Family { Family(namespace: "baton", metricName: "clients_unsupported", unitName: "total", helpText: "Requests from clients below the oldest supported contract version (answered with the update-required screen).") }
         static var deepLinks: Family { Family(namespace: "baton", metricName: "deeplinks", unitName: "total", helpText: "Deep links resolved, by result (allowed, rejected) and reason.") }
         static var flowsLoaded: Family { Family(namespace: "baton", metricName: "flows", unitName: "loaded", helpText: "Always 1 per flow this process serves; hash is the SHA-256 of its definition file (flow_definitions.hash).") }
+        static var rateLimited: Family { Family(namespace: "baton", metricName: "rate_limited", unitName: "total", helpText: "Requests refused with 429 because a limit was reached, by limit (scope).") }
         static var releaseInfo: Family { Family(namespace: "baton", metricName: "flows_release", unitName: "info", helpText: "Always 1 for the flows release this process serves (release is the release id, or files); role is current or ramp.") }
         static var reloads: Family { Family(namespace: "baton", metricName: "flows_reloads", unitName: "total", helpText: "Attempts to serve another flows bundle (a release or edited files), by result (ok, failed).") }
         static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
@@ -191,6 +192,13 @@ public final class BatonMetrics: Sendable {
                 return gauge
             }
         }
+    }
+
+    // MARK: - Limits
+
+    /// Counts a request refused by a rate limit (`scope` is the limit's name, a fixed set).
+    public func recordRateLimited(_ scope: String) {
+        registry.makeCounter(descriptor: Families.rateLimited, labels: [("scope", scope)]).increment()
     }
 
     // MARK: - Releases

@@ -1,6 +1,7 @@
 import BatonFlows
 import BatonPostgres
 import BatonRuntime
+import HTTPTypes
 import Hummingbird
 import Logging
 import Synchronization
@@ -13,9 +14,11 @@ public struct ErrorMiddleware: RouterMiddleware {
     public typealias Context = BatonRequestContext
 
     let routes: RouteCatalog
+    let metrics: BatonMetrics?
 
-    public init(routes: RouteCatalog) {
+    public init(routes: RouteCatalog, metrics: BatonMetrics? = nil) {
         self.routes = routes
+        self.metrics = metrics
     }
 
     public func handle(
@@ -35,6 +38,7 @@ public struct ErrorMiddleware: RouterMiddleware {
         case let error as APIError:
             return error
         case let error as CommandError:
+            if error.kind == .rateLimited { metrics?.recordRateLimited(error.limit?.name ?? "other") }
             return APIError(commandError: error)
         case let error as PostgresError where error.isUnavailable:
             context.logger.warning("database unavailable", metadata: ["error": "\(error.code)", "sqlstate": .string(error.sqlState ?? "")])
@@ -125,6 +129,14 @@ extension APIError {
         switch error.kind {
         case .unauthenticated: headers[.wwwAuthenticate] = "Bearer"
         case .inFlight: headers[.retryAfter] = "1"
+        case .rateLimited:
+            // IETF httpapi RateLimit header fields: the policy reached, and when it resets.
+            let wait = max(1, error.retryAfter ?? 1)
+            headers[.retryAfter] = String(wait)
+            if let limit = error.limit {
+                headers[HTTPField.Name("RateLimit-Policy")!] = "\"\(limit.name)\";q=\(limit.quota);w=\(limit.window)"
+                headers[HTTPField.Name("RateLimit")!] = "\"\(limit.name)\";r=0;t=\(wait)"
+            }
         default: break
         }
         self = APIError(HTTPResponse.Status(code: status), Code(rawValue: code), error.message, headers: headers)

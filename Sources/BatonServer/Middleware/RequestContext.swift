@@ -10,8 +10,12 @@ public struct BatonRequestContext: RequestContext {
     /// The configured request body limit (set by ``BodyLimitMiddleware``).
     public var bodyLimit: Int = 64 * 1024
 
+    /// The client's IP address, when the transport knows it (per-address limits).
+    public var remoteAddress: String?
+
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress?.ipAddress
     }
 
     /// Bodies are read explicitly with the configured limit (see ``Request/collectBody(limit:)``).

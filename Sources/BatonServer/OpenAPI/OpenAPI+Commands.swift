@@ -13,6 +13,10 @@ extension OpenAPIDocument {
             ["name": "X-Client-Version", "in": "header", "schema": ["type": "string"], "description": "App version (semver); metrics only."],
             ["name": "X-Client-Capabilities", "in": "header", "schema": ["type": "string"], "description": "Comma list, e.g. barcode_scanner,nfc."],
             ["name": "X-Device-Id", "in": "header", "schema": ["type": "string", "format": "uuid"], "description": "The anonymous device (App Clip)."],
+            [
+                "name": "X-Device-Token", "in": "header", "schema": ["type": "string"],
+                "description": "The token the server issued for X-Device-Id (response header X-Device-Token on the device's first request); required afterwards.",
+            ],
         ]
         let paths: JSONObject = [
             "/{version}/command": [

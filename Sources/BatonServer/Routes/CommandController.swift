@@ -17,7 +17,7 @@ struct CommandController: Sendable {
             }
             let body = try await context.body(of: request)
             let (payload, input) = try Self.parse(Array(buffer: body))
-            let identity = try await ClientContext.identity(request, authenticator: authenticator)
+            let identity = try await ClientContext.identity(request, context: context, authenticator: authenticator)
             let profile = ClientContext.profile(request, contract: contract)
             if screens.contract.effectiveVersion(contract) == nil {
                 // Too old to speak to: the answer is the update-required screen, nothing runs.

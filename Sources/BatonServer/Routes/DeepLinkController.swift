@@ -26,7 +26,7 @@ struct DeepLinkController: Sendable {
             }
             let body = try await context.body(of: request)
             let url = try Self.parse(Array(buffer: body))
-            let identity = try await ClientContext.identity(request, authenticator: authenticator)
+            let identity = try await ClientContext.identity(request, context: context, authenticator: authenticator)
             let profile = ClientContext.profile(request, contract: contract)
             if screens.contract.effectiveVersion(contract) == nil {
                 let screen = try await screens.updateRequiredReply(profile: profile, identity: identity)

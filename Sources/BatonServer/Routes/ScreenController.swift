@@ -28,7 +28,7 @@ struct ScreenController: Sendable {
                 throw APIError.notFound("there is no screen '\(name.prefix(64))'")
             }
             let parameters = try Self.parameters(request)
-            let identity = try await ClientContext.identity(request, authenticator: authenticator)
+            let identity = try await ClientContext.identity(request, context: context, authenticator: authenticator)
             let profile = ClientContext.profile(request, contract: contractVersion)
             let reply =
                 contract.effectiveVersion(contractVersion) == nil

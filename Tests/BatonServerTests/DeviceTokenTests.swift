@@ -1,0 +1,70 @@
+import BatonJSON
+import BatonServer
+import BatonTestSupport
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// The App Clip handshake (PROTOCOL §1): a new device id gets a signed token, and a device id
+/// without its token is nobody's to use.
+@Suite("Device tokens")
+struct DeviceTokenTests {
+    static let idHeader = HTTPField.Name("X-Device-Id")!
+    static let tokenHeader = HTTPField.Name("X-Device-Token")!
+
+    @Test("a new device gets X-Device-Token; later requests need it; a token for another device or a forged one is 401")
+    func handshake() async throws {
+        let environment = try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry())
+        try await TestFlows.prepare(environment.pool)
+        try await buildApplication(environment).test(.router) { client in
+            let device = UUID().uuidString.lowercased()
+            let first = try await client.execute(uri: "/v3/screens/notes", method: .get, headers: [Self.idHeader: device])
+            #expect(first.status == .ok)
+            let token = try #require(first.headers[Self.tokenHeader])
+            #expect(TestApplication.signer.verifyDeviceToken(token, device: device))
+
+            // With its token the device acts as itself, and gets no new token.
+            let start = TestFlows.startPayload("note-create", subject: "device:\(device)")
+            let withToken = try await client.command(start, headers: [Self.idHeader: device, Self.tokenHeader: token])
+            #expect(withToken.status == .ok)
+            #expect(withToken.headers[Self.tokenHeader] == nil)
+
+            // Someone who only read the device id (from a payload's subject) cannot use it.
+            try await Task.sleep(for: .milliseconds(10))
+            try await environment.pool.query("UPDATE devices SET created_at = now() - interval '1 minute'")
+            let stolen = try await client.command(start, headers: [Self.idHeader: device])
+            #expect(stolen.status == .unauthorized)
+            #expect(stolen.json["error"]?["code"] == "unauthenticated")
+            let other = UUID().uuidString.lowercased()
+            let borrowed = try await client.command(
+                start, headers: [Self.idHeader: device, Self.tokenHeader: TestApplication.signer.deviceToken(for: other)])
+            #expect(borrowed.status == .unauthorized)
+            let forged = try await client.command(start, headers: [Self.idHeader: device, Self.tokenHeader: "test1.AAAA"])
+            #expect(forged.status == .unauthorized)
+            // Nothing ran for the refused requests: only the one session the token started.
+            #expect(try await environment.pool.query("SELECT count(*) FROM flow_sessions")[0].decode(Int.self, at: 0) == 1)
+        }
+    }
+
+    @Test("concurrent first requests of one new device all succeed and all get its token")
+    func concurrentFirstRequests() async throws {
+        let environment = try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry())
+        try await TestFlows.prepare(environment.pool)
+        try await buildApplication(environment).test(.router) { client in
+            let device = UUID().uuidString.lowercased()
+            let tokens = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?).self) { group in
+                for _ in 0..<5 {
+                    group.addTask {
+                        let response = try await client.execute(uri: "/v3/screens/notes", method: .get, headers: [Self.idHeader: device])
+                        return (response.status, response.headers[Self.tokenHeader])
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(tokens.allSatisfy { $0.0 == .ok && $0.1 != nil }, "\(tokens)")
+            #expect(Set(tokens.compactMap(\.1)).count == 1)
+        }
+    }
+}
