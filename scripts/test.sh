@@ -13,7 +13,7 @@ export PATH="$root/.build/tools-venv/bin:$PATH"
 swift build --build-tests
 # The fault tests measure wall-clock deadlines (a request on a silent database answers within
 # 6 s): they run alone, after everything else, so a busy machine does not starve them.
-faults='DeadlineTests|FaultTests|ReleaseTests'
+faults='DeadlineTests|FaultTests|ReleaseTests|ChaosTests'
 if [ $# -gt 0 ]; then
   swift test --skip-build "$@"
 else

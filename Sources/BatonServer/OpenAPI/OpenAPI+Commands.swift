@@ -43,7 +43,10 @@ extension OpenAPIDocument {
                         "403": errorResponse("forbidden: the payload was minted for another subject."),
                         "404": errorResponse("not_found: the flow no longer exists."),
                         "413": errorResponse("body_too_large."),
-                        "503": errorResponse("unavailable: the database cannot be reached; retry after Retry-After seconds."),
+                        "429": errorResponse(
+                            "rate_limited: a limit was reached (e.g. Scan & Go label lookups); Retry-After, RateLimit-Policy and RateLimit say when to try again."),
+                        "503": errorResponse(
+                            "unavailable: the database did not answer within the deadline, or cannot be reached; retry after Retry-After seconds with the same body (the command log answers truthfully)."),
                     ])
             ]
         ]
