@@ -18,20 +18,8 @@
     graphs: new Map(),
   };
 
-  function el(tag, attributes, ...children) {
-    const node = document.createElement(tag);
-    for (const [name, value] of Object.entries(attributes || {})) {
-      if (value === undefined || value === null || value === false) continue;
-      if (name === "class") node.className = value;
-      else if (name.startsWith("on") && typeof value === "function") node.addEventListener(name.slice(2), value);
-      else node.setAttribute(name, value === true ? "" : String(value));
-    }
-    for (const child of children.flat()) {
-      if (child === undefined || child === null || child === false) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
-    return node;
-  }
+  // The reference renderer's DOM helper: one way to build elements on the page.
+  const el = BatonRender.el;
 
   function uuid() {
     if (crypto.randomUUID) return crypto.randomUUID();

@@ -34,6 +34,22 @@ private func awaitReports(_ pool: PostgresPool, version: Int, timeout: Double) a
     return !reports.contains { !$0.ok }
 }
 
+/// Runs one change of the release state, prints it, and waits for the replicas' reports.
+private func changeRelease(
+    _ common: CommonOptions, wait: Double, describe: @escaping @Sendable (ReleaseStore.State) -> String,
+    _ change: @escaping @Sendable (PostgresConnection) throws -> ReleaseStore.State
+) async {
+    let configuration: BatonConfiguration
+    do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
+    let logger = bootstrapLogging(configuration)
+    let ok = await Database.withPool(configuration, logger: logger) { pool in
+        let state = try await pool.withTransaction(change)
+        print("\(describe(state)) (state v\(state.version))")
+        return try await awaitReports(pool, version: state.version, timeout: wait)
+    }
+    if !ok { fail("a replica could not load the release; it keeps serving the previous one (see /readyz there)") }
+}
+
 extension FlowsCommand {
     struct PublishCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -163,15 +179,9 @@ extension FlowsCommand {
         var wait: Double = 5
 
         func run() async throws {
-            let configuration: BatonConfiguration
-            do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
-            let logger = bootstrapLogging(configuration)
-            let ok = await Database.withPool(configuration, logger: logger) { [release] pool in
-                let state = try await pool.withTransaction { try ReleaseStore.rollback($0, to: release, actor: actor()) }
-                print("release \(state.current?.prefix(12) ?? "none") is current; no ramp (state v\(state.version))")
-                return try await awaitReports(pool, version: state.version, timeout: wait)
+            await changeRelease(common, wait: wait, describe: { "release \($0.current?.prefix(12) ?? "none") is current; no ramp" }) {
+                [release] in try ReleaseStore.rollback($0, to: release, actor: actor())
             }
-            if !ok { fail("a replica could not load the release") }
         }
     }
 
@@ -184,15 +194,9 @@ extension FlowsCommand {
         var wait: Double = 5
 
         func run() async throws {
-            let configuration: BatonConfiguration
-            do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
-            let logger = bootstrapLogging(configuration)
-            let ok = await Database.withPool(configuration, logger: logger) { pool in
-                let state = try await pool.withTransaction { try ReleaseStore.promote($0, actor: actor()) }
-                print("release \(state.current?.prefix(12) ?? "none") is current for everyone (state v\(state.version))")
-                return try await awaitReports(pool, version: state.version, timeout: wait)
+            await changeRelease(common, wait: wait, describe: { "release \($0.current?.prefix(12) ?? "none") is current for everyone" }) {
+                try ReleaseStore.promote($0, actor: actor())
             }
-            if !ok { fail("a replica could not load the release") }
         }
     }
 }

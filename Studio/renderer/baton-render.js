@@ -288,6 +288,8 @@
 
   global.BatonRender = Object.freeze({
     screen, input, component: renderComponent, perform,
+    /** The DOM helper the renderer builds with: el(tag, {attributes, onevent}, ...children). */
+    el,
     /** The component types this renderer draws. */
     componentTypes: () => Object.keys(components).sort(),
     /** The action types this renderer performs. */
