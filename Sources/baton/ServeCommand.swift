@@ -91,7 +91,8 @@ struct ServeCommand: AsyncParsableCommand {
             let signer = try signingKeys(configuration, embedded: database.embedded != nil, logger: logger)
             authenticator = try await BearerAuthenticator(
                 hs256Secret: configuration.jwtHS256Secret, publicKeys: configuration.jwtPublicKeys,
-                issuer: configuration.jwtIssuer, audience: configuration.jwtAudience)
+                issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, leeway: configuration.jwtLeeway,
+                maxLifetime: configuration.jwtMaxLifetime)
             if configuration.jwtHS256Secret == BearerAuthenticator.developmentSecret,
                 database.embedded == nil || !["127.0.0.1", "::1", "localhost"].contains(configuration.httpHost)
             {
