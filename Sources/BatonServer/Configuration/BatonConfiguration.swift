@@ -32,6 +32,8 @@ import SystemPackage
 ///   and `nbf` (0–600).
 /// - `baton.jwt.max.lifetime` (`BATON_JWT_MAX_LIFETIME`, seconds, default unset: any): refuse
 ///   tokens whose `exp − iat` (`exp − now` without `iat`) is longer.
+/// - `baton.dev` (`BATON_DEV`, `--dev`, default false): allow the public development JWT secret
+///   and signing key on a non-loopback `http.host` (`scripts/run.sh`); otherwise `serve` refuses.
 /// - `baton.diagnostics` (`BATON_DIAGNOSTICS`, default false): exposes `/diagnostics/*` (benchmarks).
 /// - `baton.flows.source` (`BATON_FLOWS_SOURCE`: auto | files | database, default auto): where the
 ///   served bundle comes from; auto serves the current published release once one exists.
@@ -72,6 +74,8 @@ public struct BatonConfiguration: Sendable {
     public var jwtLeeway: Duration
     /// The longest token lifetime accepted; nil accepts any.
     public var jwtMaxLifetime: Duration?
+    /// Development mode: the public development secrets may be served on any address.
+    public var development: Bool
     public var diagnostics: Bool
     /// Whether and how `/studio` is served.
     public var studio: StudioMode
@@ -147,6 +151,7 @@ public struct BatonConfiguration: Sendable {
         } else {
             jwtMaxLifetime = nil
         }
+        development = reader.bool(forKey: "baton.dev", default: false)
         diagnostics = reader.bool(forKey: "baton.diagnostics", default: false)
         let studioValue = reader.string(forKey: "baton.studio", default: "false").lowercased()
         guard let parsedStudio = StudioMode(configurationValue: studioValue) else {
