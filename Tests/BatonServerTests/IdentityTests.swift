@@ -150,6 +150,11 @@ struct IdentityTests {
         #expect(
             await Self.refusal(authenticator, try await TestTokens.token("cy", expires: now.addingTimeInterval(86400 * 365)))
                 == "the bearer token lives too long (31536000 s from now to exp; at most 3600 s is accepted here)")
+        // An iat moved up to just before a far exp does not make a long-lived token short.
+        #expect(
+            await Self.refusal(
+                authenticator, try await TestTokens.token("cy", expires: now.addingTimeInterval(86400), issuedAt: now.addingTimeInterval(86400 - 60)))
+                == "the bearer token lives too long (86400 s from now to exp; at most 3600 s is accepted here)")
         // Off by default: a year-long token is only bounded by its own exp.
         let unbounded = try await BearerAuthenticator(
             hs256Secret: TestApplication.jwtSecret, publicKeys: nil, issuer: nil, audience: nil, clock: { now })

@@ -59,7 +59,8 @@ public final class BearerAuthenticator: Sendable {
     ///   - publicKeys: comma-separated PEM files (or inline PEM blocks) for RS256/ES256; a
     ///     file's base name is its `kid`, the first key also verifies tokens without one.
     ///   - leeway: clock skew tolerated on `exp` and `nbf`.
-    ///   - maxLifetime: the longest `exp − iat` (or `exp − now` without `iat`) accepted; nil: any.
+    ///   - maxLifetime: the longest `exp − iat` (or `exp − now` without `iat`, or with one in the
+    ///     future) accepted; nil: any.
     ///   - clock: now (tests move it).
     public init(
         hs256Secret: String?, publicKeys: String?, issuer: String?, audience: String?, leeway: Duration = .seconds(60),
@@ -119,6 +120,7 @@ public final class BearerAuthenticator: Sendable {
                 studio: studio ? StudioClaim(granted: true) : nil))
     }
 
+    /// A duration in seconds, fractions kept, for arithmetic with `Date`.
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
@@ -183,11 +185,14 @@ public final class BearerAuthenticator: Sendable {
             throw Failure(description: "the bearer token is not valid yet (nbf is in the future)")
         }
         if let maxLifetime {
-            let lifetime = claims.exp.value.timeIntervalSince(claims.iat?.value ?? now)
+            // Measured from iat, or from now when iat is absent or in the future: an iat set just
+            // before a far-away exp must not pass for a short-lived token.
+            let issued = claims.iat.map { min($0.value, now) } ?? now
+            let lifetime = claims.exp.value.timeIntervalSince(issued)
             let limit = Self.seconds(maxLifetime)
             guard lifetime <= limit else {
                 throw Failure(
-                    description: "the bearer token lives too long (\(Int(lifetime.rounded(.up))) s from \(claims.iat == nil ? "now" : "iat") to exp; "
+                    description: "the bearer token lives too long (\(Int(lifetime.rounded(.up))) s from \(issued == now ? "now" : "iat") to exp; "
                         + "at most \(Int(limit)) s is accepted here)")
             }
         }
