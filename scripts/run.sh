@@ -20,5 +20,6 @@ export BATON_STUDIO="${BATON_STUDIO:-dev}"
 if "$baton" seed --help >/dev/null 2>&1; then
   "$baton" seed demo
 fi
-# --watch: edits to Flows/ are served within a second (lint gates each reload).
-exec "$baton" serve --watch "$@"
+# --watch: edits to Flows/ are served within a second (lint gates each reload). --dev: this is a
+# development machine, so the development secrets above are accepted even if --host widens the bind.
+exec "$baton" serve --dev --watch "$@"

@@ -27,7 +27,7 @@ enum Playlists {
                     """
                     SELECT p.id, p.name, p.description, p.artwork, count(t.track_id)
                     FROM playlists p LEFT JOIN playlist_tracks t ON t.playlist_id = p.id
-                    WHERE p.owner = $1 GROUP BY p.id ORDER BY lower(p.name)
+                    WHERE p.owner = $1 GROUP BY p.id ORDER BY p.name_key
                     """, [owner]
                 ).map(summary))
         }
@@ -52,14 +52,14 @@ enum Playlists {
 
         registry.effect("playlists.create", arguments: [ArgumentSpec("name")], outcomes: ["created", "name_taken"]) { call in
             let owner = try call.user()
-            let name = try call.string("name")
+            let name = storedName(try call.string("name"))
             let id = UUID()
             let rows = try call.database.query(
                 """
-                INSERT INTO playlists (id, owner, name) VALUES ($1, $2, $3)
-                ON CONFLICT (owner, lower(name)) WHERE owner IS NOT NULL DO NOTHING
+                INSERT INTO playlists (id, owner, name, name_key) VALUES ($1, $2, $3, $4)
+                ON CONFLICT (owner, name_key) WHERE owner IS NOT NULL DO NOTHING
                 RETURNING id
-                """, [id, owner, name])
+                """, [id, owner, name, nameKey(name)])
             guard !rows.isEmpty else { return EffectResult("name_taken", ["name": .string(name)]) }
             return EffectResult("created", ["id": .string(id.lowercased), "name": .string(name)])
         }
@@ -68,11 +68,14 @@ enum Playlists {
             "playlists.rename", arguments: [ArgumentSpec("playlist"), ArgumentSpec("name")], outcomes: ["renamed", "name_taken"]
         ) { call in
             let id = try call.uuid("playlist")
-            let name = try call.string("name")
+            let name = storedName(try call.string("name"))
             let old = try ownedName(call, id)
             do {
+                // The unique index can refuse the name; the savepoint keeps the transaction usable
+                // so the flow can answer "name taken".
                 try call.database.savepoint { database in
-                    try database.query("UPDATE playlists SET name = $2, updated_at = now() WHERE id = $1", [id, name])
+                    try database.query(
+                        "UPDATE playlists SET name = $2, name_key = $3, updated_at = now() WHERE id = $1", [id, name, nameKey(name)])
                 }
             } catch let error as PostgresError where error.isUniqueViolation {
                 return EffectResult("name_taken", ["name": .string(name)])
@@ -124,6 +127,21 @@ enum Playlists {
     }
 
     // MARK: - Helpers
+
+    /// Names are stored in NFC, so the same name typed on two keyboards is stored the same way.
+    static func storedName(_ name: String) -> String {
+        name.precomposedStringWithCanonicalMapping
+    }
+
+    /// What makes two names one name for uniqueness (the `name_key` column, Migrations/0009):
+    /// NFC, full Unicode case folding ("straße" and "STRASSE" both become "strasse"), and NFC
+    /// again because folding can decompose ("İ" folds to "i" + U+0307). Computed here rather than
+    /// in SQL because the cluster's C locale folds ASCII only.
+    static func nameKey(_ name: String) -> String {
+        name.precomposedStringWithCanonicalMapping
+            .folding(options: .caseInsensitive, locale: nil)
+            .precomposedStringWithCanonicalMapping
+    }
 
     static func summary(_ row: PostgresRow) throws -> JSONValue {
         let count = try row.decode(Int.self, at: 4)

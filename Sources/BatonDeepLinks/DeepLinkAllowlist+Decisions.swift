@@ -171,7 +171,15 @@ extension DeepLinkAllowlist {
     private func decideOutbound(_ text: String, trace: inout Trace) -> OutboundDecision {
         let url: StrictURL
         switch StrictURL.parse(text) {
-        case .failure(let rejection): return .blocked(rejection.reason, detail: rejection.detail)
+        case .failure(let rejection):
+            // StrictURL judges a query by web rules; for mailto: the mail client's reading
+            // (RFC 6068) names the problem better when it finds one.
+            if text.hasPrefix("mailto:"), [.badQuery, .badPath].contains(rejection.reason),
+                case .failure(let mailto) = MailtoURL.parse(text), mailto.reason != .badPath
+            {
+                return .blocked(mailto.reason, detail: mailto.detail)
+            }
+            return .blocked(rejection.reason, detail: rejection.detail)
         case .success(let parsed): url = parsed
         }
         guard let rule = outbound.first(where: { $0.scheme == url.scheme }) else {
@@ -187,6 +195,9 @@ extension DeepLinkAllowlist {
         if url.host != nil, !url.hasDefaultPort, let port = url.port, !rule.ports.contains(port) {
             return .blocked(.badPort, detail: "port \(port) is not listed for '\(url.scheme):' links")
         }
+        if url.scheme == "mailto" {
+            return decideMailto(url, rule: rule, trace: &trace)
+        }
         if let pattern = rule.pattern {
             guard url.isOpaque else {
                 return .blocked(.badPath, detail: "'\(url.scheme):' links are written \(url.scheme):<value>, without //")
@@ -196,6 +207,28 @@ extension DeepLinkAllowlist {
             }
         }
         trace.add("as openUrl: fits the '\(rule.scheme):' rule")
+        return .allowed
+    }
+
+    /// The rule's pattern judges each address, not the text after the colon: a client sends to
+    /// every address and reads the header fields, so those are checked one by one.
+    private func decideMailto(_ url: StrictURL, rule: OutboundRule, trace: inout Trace) -> OutboundDecision {
+        let mailto: MailtoURL
+        switch MailtoURL.parse(url.text) {
+        case .failure(let rejection): return .blocked(rejection.reason, detail: rejection.detail)
+        case .success(let parsed): mailto = parsed
+        }
+        if let pattern = rule.pattern {
+            guard !mailto.addresses.isEmpty else {
+                return .blocked(.badPath, detail: "no address: the 'mailto:' rule's pattern \(pattern) needs one")
+            }
+            for address in mailto.addresses where !PatternCache.wholeMatch(pattern, address) {
+                let which = mailto.addresses.count > 1 ? " (every one of the \(mailto.addresses.count) addresses must)" : ""
+                return .blocked(.badPath, detail: "\(address.debugDescription) does not match the 'mailto:' rule's pattern \(pattern)\(which)")
+            }
+        }
+        trace.add(
+            "as openUrl: fits the 'mailto:' rule (\(mailto.addresses.count) address(es)\(mailto.subject == nil ? "" : ", subject")\(mailto.body == nil ? "" : ", body"))")
         return .allowed
     }
 

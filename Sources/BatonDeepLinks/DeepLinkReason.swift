@@ -56,11 +56,22 @@ public struct DeepLinkReason: Sendable, Hashable, CustomStringConvertible {
     /// The scheme's rule lists hosts and this is not one of them.
     public static let hostNotAllowed = DeepLinkReason("host_not_allowed")
 
+    // MARK: mailto: targets (RFC 6068 header fields)
+
+    /// A header field other than `subject` and `body` (`cc`, `bcc` and `to` add recipients the
+    /// rule never saw; others set headers).
+    public static let mailtoHeaderNotAllowed = DeepLinkReason("mailto_header_not_allowed")
+    /// `subject` or `body` given more than once (clients disagree on which one wins).
+    public static let mailtoRepeatedHeader = DeepLinkReason("mailto_repeated_header")
+    /// Malformed or missing percent-encoding in an address or a field, a field that is not
+    /// `name=value`, a control character in the subject, or a `#`.
+    public static let mailtoBadEncoding = DeepLinkReason("mailto_bad_encoding")
+
     /// Every reason, for registering the metric's label values up front and for the docs.
     public static let all: [DeepLinkReason] = [
         .tooLong, .badCharacter, .badScheme, .userinfo, .badHost, .badPort, .badPath, .badQuery, .fragment,
         .noMatchingEntry, .platformNotAllowed, .parameterMissing, .parameterInvalid, .unknownParameter,
-        .repeatedParameter, .schemeNotAllowed, .hostNotAllowed,
+        .repeatedParameter, .schemeNotAllowed, .hostNotAllowed, .mailtoHeaderNotAllowed, .mailtoRepeatedHeader, .mailtoBadEncoding,
     ]
 }
 

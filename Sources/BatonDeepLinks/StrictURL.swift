@@ -327,7 +327,7 @@ enum Byte {
     static let colon = UInt8(ascii: ":"), slash = UInt8(ascii: "/"), backslash = UInt8(ascii: "\\")
     static let question = UInt8(ascii: "?"), hash = UInt8(ascii: "#"), at = UInt8(ascii: "@")
     static let percent = UInt8(ascii: "%"), dot = UInt8(ascii: "."), minus = UInt8(ascii: "-"), plus = UInt8(ascii: "+")
-    static let underscore = UInt8(ascii: "_"), equals = UInt8(ascii: "="), ampersand = UInt8(ascii: "&")
+    static let underscore = UInt8(ascii: "_"), equals = UInt8(ascii: "="), ampersand = UInt8(ascii: "&"), comma = UInt8(ascii: ",")
     static let openBracket = UInt8(ascii: "["), zero = UInt8(ascii: "0"), lowercaseX = UInt8(ascii: "x")
     static let queryExtras: Set<UInt8> = [slash, question]
 

@@ -380,6 +380,47 @@ public enum InputCheck {
     /// Code points allowed per counted character (combining marks, emoji sequences).
     public static let maxCodePointsPerCharacter = 4
 
+    /// The message for text carrying an invisible or text-direction control character.
+    public static let invisibleCharacterMessage =
+        "Invisible characters and text-direction controls (such as zero-width spaces or right-to-left marks) aren't allowed here."
+
+    /// Zero-width and directional formatting characters (U+200B–U+200F, U+202A–U+202E,
+    /// U+2060–U+2069, U+FEFF) and the line and paragraph separators that are not C0 controls
+    /// (U+0085, U+2028, U+2029).
+    public static func isInvisibleOrBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x200B...0x200F, 0x202A...0x202E, 0x2060...0x2069, 0xFEFF, 0x0085, 0x2028, 0x2029: true
+        default: false
+        }
+    }
+
+    /// Whether the text holds one of those characters. The one exception is a zero-width joiner
+    /// inside an emoji sequence (👩‍💻, 👨‍👩‍👧): there it is part of one visible picture, not hidden text.
+    public static func containsInvisibleOrBidiControl(_ text: String) -> Bool {
+        for character in text {
+            let scalars = Array(character.unicodeScalars)
+            for (index, scalar) in scalars.enumerated() where isInvisibleOrBidiControl(scalar) {
+                let joinsEmoji =
+                    scalar.value == 0x200D && index > 0 && index + 1 < scalars.count
+                    && isEmojiSequencePart(scalars[index - 1]) && isPictograph(scalars[index + 1])
+                if !joinsEmoji { return true }
+            }
+        }
+        return false
+    }
+
+    /// What may stand before a joiner in an emoji sequence: a pictograph (skin-tone modifiers
+    /// included) or the emoji variation selector.
+    private static func isEmojiSequencePart(_ scalar: Unicode.Scalar) -> Bool {
+        isPictograph(scalar) || scalar.value == 0xFE0F
+    }
+
+    /// An emoji outside ASCII (the stdlib does not expose Extended_Pictographic; `isEmoji` alone
+    /// is also true for the digits, `#` and `*`, which only become emoji with a keycap).
+    private static func isPictograph(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value > 0x7F && scalar.properties.isEmoji
+    }
+
     /// Picks the first accepted member of the input, normalises it and checks it. Returns
     /// the normalised value or a message for the user.
     public static func validate(_ rules: InputValidation, input: JSONObject, scope: TemplateScope) -> Result<String, InputProblem> {
@@ -398,6 +439,12 @@ public enum InputCheck {
         if rules.uppercase { text = text.uppercased() }
         if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             return .failure(InputProblem(message: "Line breaks, tabs and other control characters aren't allowed here."))
+        }
+        // Invisible and text-direction characters make two names look alike or show text in
+        // an order other than the stored one (a right-to-left override turns "exe.txt" into
+        // "txt.exe"); nobody types them on purpose in a name or a note.
+        if containsInvisibleOrBidiControl(text) {
+            return .failure(InputProblem(message: invisibleCharacterMessage))
         }
         let length = text.count
         if rules.required, length == 0 {

@@ -37,6 +37,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(help: "Development: reload the flows directory when a file changes; lint gates each reload (BATON_FLOWS_WATCH).")
     var watch = false
 
+    @Flag(help: "Development machine: allow the public development JWT secret and signing key on a non-loopback --host (BATON_DEV).")
+    var dev = false
+
     func run() async throws {
         var extra: [AbsoluteConfigKey: ConfigValue] = [:]
         if let host { extra["http.host"] = ConfigValue(.string(host), isSecret: false) }
@@ -45,8 +48,13 @@ struct ServeCommand: AsyncParsableCommand {
         if let migrate { extra["baton.migrate"] = ConfigValue(.bool(migrate), isSecret: false) }
         if let flowsSource { extra["baton.flows.source"] = ConfigValue(.string(flowsSource), isSecret: false) }
         if watch { extra["baton.flows.watch"] = ConfigValue(.bool(true), isSecret: false) }
+        if dev { extra["baton.dev"] = ConfigValue(.bool(true), isSecret: false) }
         let configuration: BatonConfiguration
-        do { configuration = try await common.loadConfiguration(extra: extra) } catch { fail("\(error)") }
+        do {
+            configuration = try await common.loadConfiguration(extra: extra)
+            // Before anything starts: a refused configuration leaves no cluster running.
+            try DevelopmentSecrets.check(configuration)
+        } catch { fail("\(error)") }
         let logger = bootstrapLogging(configuration)
 
         let metrics = BatonMetrics()
@@ -91,14 +99,14 @@ struct ServeCommand: AsyncParsableCommand {
             let signer = try signingKeys(configuration, embedded: database.embedded != nil, logger: logger)
             authenticator = try await BearerAuthenticator(
                 hs256Secret: configuration.jwtHS256Secret, publicKeys: configuration.jwtPublicKeys,
-                issuer: configuration.jwtIssuer, audience: configuration.jwtAudience)
-            if configuration.jwtHS256Secret == BearerAuthenticator.developmentSecret,
-                database.embedded == nil || !["127.0.0.1", "::1", "localhost"].contains(configuration.httpHost)
-            {
-                // The development secret is public (`baton token` mints with it): anyone who
-                // reaches this server could sign in as anyone.
+                issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, leeway: configuration.jwtLeeway,
+                maxLifetime: configuration.jwtMaxLifetime)
+            let development = DevelopmentSecrets.inUse(configuration)
+            if !development.isEmpty, database.embedded == nil || !DevelopmentSecrets.loopbackHosts.contains(configuration.httpHost) {
+                // Allowed here by --dev or a loopback address, but still public (`baton token`
+                // mints with the JWT secret): say so loudly where it could matter.
                 logger.critical(
-                    "BATON_JWT_HS256_SECRET is the public development secret: anyone who can reach this server can sign in as any user; set a secret of your own (docs/operations.md)"
+                    "\(development.joined(separator: " and ")): public development value(s): anyone who can reach this server can sign in as any user; set secrets of your own (docs/operations.md)"
                 )
             }
             if !authenticator.isConfigured {

@@ -140,7 +140,8 @@ struct AllowlistTests {
             ("tel:+4420;ext=1", .badPath),
             ("tel://+4420", .badHost),
             ("mailto:someone@evil.example", .badPath),
-            ("mailto:?to=someone@evil.example", .badPath),
+            ("mailto:?to=someone@evil.example", .mailtoHeaderNotAllowed),
+            ("mailto:help@example.com?cc=x@evil.example", .mailtoHeaderNotAllowed),
             ("https:help.example.com", .badScheme),
             ("//help.example.com/", .badScheme),
         ]

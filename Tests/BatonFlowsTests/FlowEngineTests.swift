@@ -97,6 +97,54 @@ struct FlowEngineTests {
         #expect(problem.message.hasPrefix("That is too long"))
     }
 
+    @Test("invisible and text-direction characters are refused, anywhere in the text; their visible neighbours are not")
+    func invisibleCharacters() throws {
+        // Without trimming, so the characters at either end are checked too (with it, U+0085,
+        // U+2028 and U+2029 at the ends are trimmed away like any line break: see below).
+        var rules = InputValidation.text
+        rules.trim = false
+        let refused: [UInt32] = [0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E]
+            + Array(0x2060...0x2069) + [0xFEFF, 0x0085, 0x2028, 0x2029]
+        for value in refused {
+            let scalar = try #require(Unicode.Scalar(value))
+            // Between letters, first, last, and between two pictographs (only U+200D may join those).
+            for text in ["a\(scalar)b", "\(scalar)abc", "abc\(scalar)", "👩\(scalar)x"] {
+                guard case .failure(let problem) = InputCheck.validate(rules, input: ["text": .string(text)], scope: TemplateScope()) else {
+                    Issue.record("U+\(String(value, radix: 16, uppercase: true)) accepted in \(text.debugDescription)")
+                    continue
+                }
+                #expect(problem.message == InputCheck.invisibleCharacterMessage, "U+\(String(value, radix: 16, uppercase: true))")
+            }
+        }
+        // The neighbours of those ranges are ordinary characters: a hair space, the dagger, the
+        // superscript zero, the Arabic presentation form before U+FEFF.
+        for value: UInt32 in [0x200A, 0x2010, 0x2030, 0x2070, 0xFEFC, 0x00E9] {
+            let text = "a\(try #require(Unicode.Scalar(value)))b"
+            #expect((try? InputCheck.validate(rules, input: ["text": .string(text)], scope: TemplateScope()).get()) == text)
+        }
+        #expect((try? InputCheck.validate(.text, input: ["text": "\u{2028}Name\u{85}"], scope: TemplateScope()).get()) == "Name")
+        #expect((try? InputCheck.validate(.text, input: ["text": "\u{FEFF}Name"], scope: TemplateScope()).get()) == nil)
+        // U+200D joining pictographs is one visible emoji, so it stays allowed there; a joiner
+        // between letters, at the end of an emoji or before a letter is not.
+        for text in ["👩\u{200D}💻 Coding", "👨\u{200D}👩\u{200D}👧", "🏳\u{FE0F}\u{200D}🌈", "👍🏽\u{200D}👍"] {
+            #expect((try? InputCheck.validate(rules, input: ["text": .string(text)], scope: TemplateScope()).get()) == text, "\(text)")
+        }
+        for text in ["a\u{200D}b", "👩\u{200D}", "👩\u{200D}x", "\u{200D}💻"] {
+            #expect((try? InputCheck.validate(rules, input: ["text": .string(text)], scope: TemplateScope()).get()) == nil, "\(text.debugDescription)")
+        }
+    }
+
+    @Test("an invisible character re-asks with the message, without running the effect")
+    func invisibleReasked() throws {
+        let engine = Fixtures.engine("note-create")
+        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let step = try engine.handle(
+            event: "submit", input: CommandInput(text: "evil\u{202E}txt.exe"), session: started.session, host: host, call: Fixtures.user)
+        guard case .input(let input) = step.reply else { Issue.record("expected input"); return }
+        #expect(input.error == InputCheck.invisibleCharacterMessage)
+        #expect(!host.recorded.contains { $0.hasPrefix("effect") })
+    }
+
     @Test("cancel leads to a refresh terminal that records the session as cancelled")
     func cancel() throws {
         let engine = Fixtures.engine("note-create")

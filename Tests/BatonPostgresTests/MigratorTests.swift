@@ -35,6 +35,34 @@ struct MigratorTests {
         #expect(migrator.migrations[0].checksum.count == 64)
     }
 
+    @Test("0009 backfills playlist name keys; names that only now collide keep their rows and the index builds")
+    func playlistNameKeyBackfill() async throws {
+        let pool = try await TestDatabase.makePool()
+        let all = try Migrator(directory: TestDatabase.migrationsDirectory)
+        _ = try await Migrator(migrations: all.migrations.filter { $0.version < 9 }).migrate(on: pool)
+        // Allowed under lower(name): the same word composed and decomposed, and a catalog playlist.
+        try await pool.query(
+            """
+            INSERT INTO playlists (id, owner, name, created_at) VALUES
+              ('00000000-0000-4000-8000-000000000001', 'user:a', 'Caf\u{E9}', now() - interval '2 days'),
+              ('00000000-0000-4000-8000-000000000002', 'user:a', 'Cafe\u{301}', now() - interval '1 day'),
+              ('00000000-0000-4000-8000-000000000003', 'user:a', 'Road Trip', now()),
+              ('00000000-0000-4000-8000-000000000004', NULL, 'Catalog', now())
+            """)
+        _ = try await all.migrate(on: pool)
+        let keys = try await pool.query("SELECT name_key FROM playlists ORDER BY id").map { try $0.decode(String?.self, at: 0) }
+        #expect(keys == ["caf\u{E9}", "caf\u{E9}\u{1}00000000-0000-4000-8000-000000000002", "road trip", nil])
+        // The new index is the one ON CONFLICT names; the old one is gone.
+        let indexes = try await pool.query("SELECT indexname FROM pg_indexes WHERE tablename = 'playlists' ORDER BY indexname").map {
+            try $0.decode(String.self, at: 0)
+        }
+        #expect(indexes.contains("playlists_owner_name_key"))
+        #expect(!indexes.contains("playlists_owner_name"))
+        await #expect(throws: PostgresError.self) {
+            try await pool.query("INSERT INTO playlists (id, owner, name) VALUES (gen_random_uuid(), 'user:a', 'x')")
+        }
+    }
+
     @Test("a changed applied file is refused, and status reports it")
     func changedFile() async throws {
         let pool = try await TestDatabase.makePool()

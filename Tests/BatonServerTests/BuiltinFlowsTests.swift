@@ -143,14 +143,17 @@ struct BuiltinFlowsTests {
                 let answer = try await client.command(submit, input: ["text": .string(text)], headers: headers)
                 #expect(answer.status == .ok, "\(text.debugDescription): \(answer.status)")
                 let json = answer.json
-                let expectedName = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                // Names are stored in NFC (Swift's == already treats canonically equivalent
+                // strings as equal; the scalar check below makes the normalisation itself visible).
+                let expectedName = text.trimmingCharacters(in: .whitespacesAndNewlines).precomposedStringWithCanonicalMapping
                 switch json["type"]?.stringValue {
                 case "done":
                     stored += 1
                     let rows = try await environment.pool.query(
                         "SELECT name FROM playlists WHERE owner = 'user:naughty' ORDER BY created_at DESC LIMIT 1")
                     let name = try rows[0].decode(String.self, at: 0)
-                    #expect(name == expectedName, "stored \(name.debugDescription) for \(text.debugDescription)")
+                    #expect(
+                        Array(name.unicodeScalars) == Array(expectedName.unicodeScalars), "stored \(name.debugDescription) for \(text.debugDescription)")
                     #expect(json["message"] == .string("Created “\(expectedName)”"))
                     // Shown back exactly on the user's playlists screen.
                     let list = try await client.execute(uri: "/v3/screens/playlists", method: .get, headers: headers).json
@@ -162,7 +165,10 @@ struct BuiltinFlowsTests {
                     let error = json["error"]?.stringValue ?? ""
                     #expect(!error.isEmpty, "refused without a reason: \(text.debugDescription)")
                     #expect(
-                        ["Please enter a value.", "Line breaks, tabs and other control characters aren't allowed here."].contains(error)
+                        [
+                            "Please enter a value.", "Line breaks, tabs and other control characters aren't allowed here.",
+                            InputCheck.invisibleCharacterMessage,
+                        ].contains(error)
                             || error.hasPrefix("Use at most 100 characters") || error.hasPrefix("That is too long"),
                         "unexpected reason \(error) for \(text.debugDescription)")
                 default:
@@ -193,6 +199,61 @@ struct BuiltinFlowsTests {
             #expect(try await client.command(try #require(input.json.payload("cancel")), headers: headers).json == ["type": "refresh"])
             let names = try await environment.pool.query("SELECT name FROM playlists WHERE owner = 'user:kim'").map { try $0.decode(String.self, at: 0) }
             #expect(names == ["Jazz Nights"])
+        }
+    }
+
+    @Test("names are one name after NFC and case folding, on create and on rename; stored NFC; a bidi override is re-asked")
+    func nameKeys() async throws {
+        let environment = try await environment()
+        let app = buildApplication(environment)
+        let headers = try await userHeaders("noor")
+        try await app.test(.router) { client in
+            func create(_ name: String) async throws -> JSONValue {
+                let screen = try await client.execute(uri: "/v3/screens/playlists", method: .get, headers: headers).json
+                let input = try await client.command(try #require(action(screen, titled: "New playlist")), headers: headers)
+                return try await client.command(try #require(input.json.payload("submit")), input: ["text": .string(name)], headers: headers).json
+            }
+            func rename(_ id: String, to name: String) async throws -> JSONValue {
+                let screen = try await client.execute(uri: "/v3/screens/playlist?id=\(id)", method: .get, headers: headers).json
+                let input = try await client.command(try #require(action(screen, titled: "Rename playlist")), headers: headers)
+                return try await client.command(try #require(input.json.payload("submit")), input: ["text": .string(name)], headers: headers).json
+            }
+            func stored() async throws -> [String: String] {
+                let rows = try await environment.pool.query("SELECT id, name FROM playlists WHERE owner = 'user:noor'")
+                return Dictionary(uniqueKeysWithValues: try rows.map { (try $0.decode(String.self, at: 1), try $0.decode(UUID.self, at: 0).uuidString.lowercased()) })
+            }
+            let decomposed = "Cafe\u{301}"
+            #expect(try await create(decomposed)["type"] == "done")
+            // Stored composed: one scalar for the é.
+            let names = try await stored()
+            #expect(names.keys.map { Array($0.unicodeScalars) } == [Array("Caf\u{E9}".unicodeScalars)])
+            #expect(try await create("Caf\u{E9}")["error"] == "You already have a playlist called “Café”.")
+            #expect(try await create("CAFE\u{301}")["type"] == "input")
+            #expect(try await create("Road Trip")["type"] == "done")
+            #expect(try await create("road trip")["error"] == "You already have a playlist called “road trip”.")
+            // Full case folding: ß folds to ss.
+            #expect(try await create("straße")["type"] == "done")
+            #expect(try await create("STRASSE")["error"] == "You already have a playlist called “STRASSE”.")
+            #expect(try await create("Strasse")["type"] == "input")
+            // A right-to-left override is refused before any effect runs.
+            let override = try await create("song\u{202E}3pm.exe")
+            #expect(override["type"] == "input")
+            #expect(override["error"] == .string(InputCheck.invisibleCharacterMessage))
+            #expect(try await stored().count == 3)
+
+            // Rename: onto another name's key is taken; onto its own name in another case is fine.
+            let roadTrip = try #require(try await stored()["Road Trip"])
+            #expect(try await rename(roadTrip, to: "CAFÉ")["error"] == "You already have a playlist called “CAFÉ”.")
+            #expect(try await rename(roadTrip, to: "Strasse")["type"] == "input")
+            #expect(try await rename(roadTrip, to: "ROAD TRIP")["type"] == "done")
+            #expect(try await rename(roadTrip, to: "Ro\u{202A}ad")["error"] == .string(InputCheck.invisibleCharacterMessage))
+            #expect(try await rename(roadTrip, to: "Summer Cafe\u{301}s")["type"] == "done")
+            let after = try await stored()
+            #expect(Set(after.keys) == ["Café", "straße", "Summer Cafés"])
+            #expect(after.keys.contains { Array($0.unicodeScalars) == Array("Summer Caf\u{E9}s".unicodeScalars) })
+            let keys = try await environment.pool.query("SELECT name_key FROM playlists WHERE owner = 'user:noor' ORDER BY name_key")
+                .map { try $0.decode(String.self, at: 0) }
+            #expect(keys == ["caf\u{E9}", "strasse", "summer caf\u{E9}s"])
         }
     }
 }

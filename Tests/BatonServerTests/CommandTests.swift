@@ -286,7 +286,7 @@ struct CommandTests {
         try await app.test(.router) { client in
             let start = TestFlows.startPayload("counter", subject: "user:erin")
             let cases: [String] = [
-                "Bearer " + (try await TestTokens.token("erin", expires: Date().addingTimeInterval(-60))),
+                "Bearer " + (try await TestTokens.token("erin", expires: Date().addingTimeInterval(-300))),
                 "Bearer " + (try await TestTokens.token("erin", notBefore: Date().addingTimeInterval(600))),
                 "Bearer " + (try await TestTokens.token("erin", secret: "a-different-secret-entirely-0123")),
                 "Bearer not.a.jwt", "Basic ZXJpbjpwdw==", "Bearer",

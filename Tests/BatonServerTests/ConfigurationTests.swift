@@ -72,6 +72,31 @@ struct ConfigurationTests {
             _ = try await BatonConfiguration.reader(flags: [:], configFile: "/nonexistent/baton.yaml")
         }
     }
+
+    @Test("development secrets: refused on a non-loopback host unless baton.dev; fine on loopback; own secrets fine anywhere")
+    func developmentSecrets() throws {
+        let devJWT: [AbsoluteConfigKey: ConfigValue] = ["baton.jwt.hs256.secret": .init(.string(BearerAuthenticator.developmentSecret), isSecret: true)]
+        let devSigning: [AbsoluteConfigKey: ConfigValue] = [
+            "baton.signing.keys": .init(.string("own:" + Data(repeating: 7, count: 32).base64EncodedString() + ",dev:ZGV2ZWxvcG1lbnQtc2lnbmluZy1rZXktbm90LWZvci1wcm9kdWN0aW9u"), isSecret: true)
+        ]
+        let wide: [AbsoluteConfigKey: ConfigValue] = ["http.host": "0.0.0.0"]
+        #expect(DevelopmentSecrets.inUse(try configuration(devJWT)) == ["BATON_JWT_HS256_SECRET"])
+        #expect(DevelopmentSecrets.inUse(try configuration(devSigning)) == ["BATON_SIGNING_KEYS"])
+        for values in [devJWT, devSigning] {
+            try DevelopmentSecrets.check(try configuration(values))
+            #expect(throws: BatonConfiguration.Error.self) { try DevelopmentSecrets.check(try configuration(values.merging(wide) { $1 })) }
+            try DevelopmentSecrets.check(try configuration(values.merging(wide) { $1 }.merging(["baton.dev": true]) { $1 }))
+        }
+        do {
+            try DevelopmentSecrets.check(try configuration(devJWT.merging(devSigning) { $1 }.merging(["http.host": "10.0.0.5"]) { $1 }))
+            Issue.record("accepted")
+        } catch let error as BatonConfiguration.Error {
+            #expect(error.description.hasPrefix("BATON_JWT_HS256_SECRET and BATON_SIGNING_KEYS are the public development values"))
+            #expect(error.description.contains("is 10.0.0.5"))
+        }
+        let own: [AbsoluteConfigKey: ConfigValue] = ["baton.jwt.hs256.secret": .init(.string("our-own-secret-0123456789"), isSecret: true)]
+        try DevelopmentSecrets.check(try configuration(own.merging(wide) { $1 }))
+    }
 }
 
 @Suite("Log lines")

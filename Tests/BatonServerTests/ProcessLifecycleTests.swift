@@ -66,4 +66,33 @@ struct ProcessLifecycleTests {
         #expect(baton.log.contains("log.level (LOG_LEVEL) must be one of"))
         try? FileManager.default.removeItem(at: baton.dataDirectory)
     }
+
+    @Test("serve refuses the public development secrets on a non-loopback address, saying what to set; --dev allows them")
+    func developmentSecrets() async throws {
+        let developmentJWT = ["BATON_JWT_HS256_SECRET": "development-jwt-secret-not-for-production", "BATON_SIGNING_KEYS": ""]
+        let refused = try BatonProcess(arguments: ["serve", "--host", "0.0.0.0"], environment: developmentJWT)
+        #expect(try await refused.stop(signal: 0, timeout: .seconds(60)) != 0)
+        #expect(refused.log.contains("BATON_JWT_HS256_SECRET is the public development value"), "log:\n\(refused.log)")
+        #expect(refused.log.contains("pass --dev (BATON_DEV=true)"))
+        // Refused before anything started: no embedded cluster was created.
+        #expect(!FileManager.default.fileExists(atPath: refused.dataDirectory.appendingPathComponent("postgres").path))
+        try? FileManager.default.removeItem(at: refused.dataDirectory)
+
+        // The development signing key alone, under any key id, is refused too.
+        let signing = try BatonProcess(
+            arguments: ["serve", "--host", "0.0.0.0"],
+            environment: [
+                "BATON_JWT_HS256_SECRET": "a-secret-of-our-own-0123456789",
+                "BATON_SIGNING_KEYS": "k1:ZGV2ZWxvcG1lbnQtc2lnbmluZy1rZXktbm90LWZvci1wcm9kdWN0aW9u",
+            ])
+        #expect(try await signing.stop(signal: 0, timeout: .seconds(60)) != 0)
+        #expect(signing.log.contains("BATON_SIGNING_KEYS is the public development value"), "log:\n\(signing.log)")
+        try? FileManager.default.removeItem(at: signing.dataDirectory)
+
+        let allowed = try BatonProcess(arguments: ["serve", "--host", "0.0.0.0", "--dev"], environment: developmentJWT)
+        try await allowed.waitUntilReady()
+        #expect(try await allowed.get("/healthz").status == .ok)
+        #expect(try await allowed.stop(signal: SIGTERM) == 0, "log:\n\(allowed.log)")
+        try? FileManager.default.removeItem(at: allowed.dataDirectory)
+    }
 }

@@ -56,7 +56,7 @@ public enum TestApplication {
         logger.logLevel = ProcessInfo.processInfo.environment["BATON_TEST_LOG"] != nil ? .debug : .critical
         let authenticator = try await BearerAuthenticator(
             hs256Secret: configuration.jwtHS256Secret, publicKeys: configuration.jwtPublicKeys, issuer: configuration.jwtIssuer,
-            audience: configuration.jwtAudience)
+            audience: configuration.jwtAudience, leeway: configuration.jwtLeeway, maxLifetime: configuration.jwtMaxLifetime)
         var runtime: FlowRuntime?
         var definitions: FlowDefinitions?
         let buckets = ClientBuckets()
@@ -94,22 +94,26 @@ public enum TestTokens {
         var sub: SubjectClaim
         var exp: ExpirationClaim
         var nbf: NotBeforeClaim?
+        var iat: IssuedAtClaim?
         var iss: IssuerClaim?
         var aud: AudienceClaim?
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
-    /// An HS256 token for `user`, valid for an hour unless told otherwise.
+    /// An HS256 token for `user`, valid for an hour unless told otherwise; `kid` goes in the
+    /// header (the token is signed with `secret` whatever it names).
     public static func token(
-        _ user: String, expires: Date = Date().addingTimeInterval(3600), notBefore: Date? = nil, issuer: String? = nil,
-        audience: String? = nil, secret: String = TestApplication.jwtSecret
+        _ user: String, expires: Date = Date().addingTimeInterval(3600), notBefore: Date? = nil, issuedAt: Date? = nil,
+        issuer: String? = nil, audience: String? = nil, kid: String? = nil, secret: String = TestApplication.jwtSecret
     ) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
         return try await keys.sign(
             Claims(
                 sub: SubjectClaim(value: user), exp: ExpirationClaim(value: expires), nbf: notBefore.map { NotBeforeClaim(value: $0) },
-                iss: issuer.map { IssuerClaim(value: $0) }, aud: audience.map { AudienceClaim(value: [$0]) }))
+                iat: issuedAt.map { IssuedAtClaim(value: $0) }, iss: issuer.map { IssuerClaim(value: $0) },
+                aud: audience.map { AudienceClaim(value: [$0]) }),
+            kid: kid.map { JWKIdentifier(string: $0) })
     }
 
     /// `Authorization` header value for `user`.

@@ -28,6 +28,12 @@ import SystemPackage
 /// - `baton.jwt.hs256.secret` (`BATON_JWT_HS256_SECRET`, secret).
 /// - `baton.jwt.public.keys` (`BATON_JWT_PUBLIC_KEYS`): PEM files or inline PEM for RS256/ES256.
 /// - `baton.jwt.issuer` / `baton.jwt.audience` (`BATON_JWT_ISSUER` / `BATON_JWT_AUDIENCE`).
+/// - `baton.jwt.leeway` (`BATON_JWT_LEEWAY`, seconds, default 60): clock skew tolerated on `exp`
+///   and `nbf` (0–600).
+/// - `baton.jwt.max.lifetime` (`BATON_JWT_MAX_LIFETIME`, seconds, default unset: any): refuse
+///   tokens whose `exp − iat` (`exp − now` without `iat`) is longer.
+/// - `baton.dev` (`BATON_DEV`, `--dev`, default false): allow the public development JWT secret
+///   and signing key on a non-loopback `http.host` (`scripts/run.sh`); otherwise `serve` refuses.
 /// - `baton.diagnostics` (`BATON_DIAGNOSTICS`, default false): exposes `/diagnostics/*` (benchmarks).
 /// - `baton.flows.source` (`BATON_FLOWS_SOURCE`: auto | files | database, default auto): where the
 ///   served bundle comes from; auto serves the current published release once one exists.
@@ -64,6 +70,12 @@ public struct BatonConfiguration: Sendable {
     public var jwtPublicKeys: String?
     public var jwtIssuer: String?
     public var jwtAudience: String?
+    /// Clock skew tolerated on `exp` and `nbf`.
+    public var jwtLeeway: Duration
+    /// The longest token lifetime accepted; nil accepts any.
+    public var jwtMaxLifetime: Duration?
+    /// Development mode: the public development secrets may be served on any address.
+    public var development: Bool
     public var diagnostics: Bool
     /// Whether and how `/studio` is served.
     public var studio: StudioMode
@@ -130,6 +142,16 @@ public struct BatonConfiguration: Sendable {
         jwtPublicKeys = reader.string(forKey: "baton.jwt.public.keys")
         jwtIssuer = reader.string(forKey: "baton.jwt.issuer")
         jwtAudience = reader.string(forKey: "baton.jwt.audience")
+        jwtLeeway = try seconds("baton.jwt.leeway", "BATON_JWT_LEEWAY", default: 60, within: 0...600)
+        if let lifetime = reader.double(forKey: "baton.jwt.max.lifetime") {
+            guard lifetime >= 1, lifetime <= 366 * 86400 else {
+                throw Error(description: "baton.jwt.max.lifetime (BATON_JWT_MAX_LIFETIME) must be 1–31622400 seconds; got \(lifetime)")
+            }
+            jwtMaxLifetime = .milliseconds(Int(lifetime * 1000))
+        } else {
+            jwtMaxLifetime = nil
+        }
+        development = reader.bool(forKey: "baton.dev", default: false)
         diagnostics = reader.bool(forKey: "baton.diagnostics", default: false)
         let studioValue = reader.string(forKey: "baton.studio", default: "false").lowercased()
         guard let parsedStudio = StudioMode(configurationValue: studioValue) else {

@@ -2,12 +2,18 @@ import Foundation
 import JWTKit
 
 /// Verifies `Authorization: Bearer <JWT>` tokens: HS256 with a shared secret, or RS256/ES256
-/// with configured public keys. `exp` is required and enforced, `nbf` when present, `iss` and
-/// `aud` when configured. The token's `sub` is the user id.
+/// with configured public keys. `exp` is required and enforced, `nbf` when present (both with a
+/// clock leeway), `iss` and `aud` when configured, and a maximum lifetime when configured. A `kid`
+/// must name a configured key. The token's `sub` is the user id.
 public final class BearerAuthenticator: Sendable {
     private let keys: JWTKeyCollection
+    /// The `kid`s tokens may name: the public keys' names.
+    private let keyIDs: Set<String>
     private let issuer: String?
     private let audience: String?
+    private let leeway: Duration
+    private let maxLifetime: Duration?
+    private let clock: @Sendable () -> Date
     /// Whether any key is configured (without one, bearer tokens are refused).
     public let isConfigured: Bool
 
@@ -20,15 +26,15 @@ public final class BearerAuthenticator: Sendable {
         var sub: SubjectClaim
         var exp: ExpirationClaim
         var nbf: NotBeforeClaim?
+        var iat: IssuedAtClaim?
         var iss: IssuerClaim?
         var aud: AudienceClaim?
         /// Grants Baton Studio's API (`BATON_STUDIO=true`); absent in app users' tokens.
         var studio: StudioClaim?
 
-        func verify(using algorithm: some JWTAlgorithm) async throws {
-            try exp.verifyNotExpired()
-            try nbf?.verifyNotBefore()
-        }
+        /// Signature only: `exp`, `nbf` and the lifetime are checked afterwards against the
+        /// configured clock and leeway (jwt-kit's checks have no leeway).
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
     /// `"studio": true`. Anything else an identity provider may put under that name reads as
@@ -52,8 +58,16 @@ public final class BearerAuthenticator: Sendable {
     ///   - hs256Secret: the shared secret for HS256 tokens.
     ///   - publicKeys: comma-separated PEM files (or inline PEM blocks) for RS256/ES256; a
     ///     file's base name is its `kid`, the first key also verifies tokens without one.
-    public init(hs256Secret: String?, publicKeys: String?, issuer: String?, audience: String?) async throws {
+    ///   - leeway: clock skew tolerated on `exp` and `nbf`.
+    ///   - maxLifetime: the longest `exp − iat` (or `exp − now` without `iat`, or with one in the
+    ///     future) accepted; nil: any.
+    ///   - clock: now (tests move it).
+    public init(
+        hs256Secret: String?, publicKeys: String?, issuer: String?, audience: String?, leeway: Duration = .seconds(60),
+        maxLifetime: Duration? = nil, clock: @escaping @Sendable () -> Date = { Date() }
+    ) async throws {
         let keys = JWTKeyCollection()
+        var keyIDs = Set<String>()
         var configured = false
         if let secret = hs256Secret, !secret.isEmpty {
             guard secret.utf8.count >= 16 else {
@@ -64,6 +78,7 @@ public final class BearerAuthenticator: Sendable {
         }
         for (index, entry) in Self.pemEntries(publicKeys).enumerated() {
             let kid = JWKIdentifier(string: entry.name)
+            keyIDs.insert(entry.name)
             if let key = try? ES256PublicKey(pem: entry.pem) {
                 await keys.add(ecdsa: key, kid: kid)
                 if index == 0, hs256Secret == nil { await keys.add(ecdsa: key) }
@@ -76,8 +91,12 @@ public final class BearerAuthenticator: Sendable {
             configured = true
         }
         self.keys = keys
+        self.keyIDs = keyIDs
         self.issuer = issuer
         self.audience = audience
+        self.leeway = leeway
+        self.maxLifetime = maxLifetime
+        self.clock = clock
         self.isConfigured = configured
     }
 
@@ -96,9 +115,25 @@ public final class BearerAuthenticator: Sendable {
         let expires = Date().addingTimeInterval(Double(lifetime.components.seconds))
         return try await keys.sign(
             Claims(
-                sub: SubjectClaim(value: subject), exp: ExpirationClaim(value: expires), nbf: nil,
+                sub: SubjectClaim(value: subject), exp: ExpirationClaim(value: expires), nbf: nil, iat: IssuedAtClaim(value: Date()),
                 iss: issuer.map { IssuerClaim(value: $0) }, aud: audience.map { AudienceClaim(value: [$0]) },
                 studio: studio ? StudioClaim(granted: true) : nil))
+    }
+
+    /// A duration in seconds, fractions kept, for arithmetic with `Date`.
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    /// The `kid` of a token's header, without verifying anything; nil when there is none or the
+    /// header does not parse (verification then refuses the token).
+    static func keyID(ofToken token: String) -> String? {
+        guard let header = token.split(separator: ".", omittingEmptySubsequences: false).first else { return nil }
+        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        struct Header: Decodable { var kid: String? }
+        guard let data = Data(base64Encoded: base64), let parsed = try? JSONDecoder().decode(Header.self, from: data) else { return nil }
+        return parsed.kid
     }
 
     static func pemEntries(_ configuration: String?) -> [(name: String, pem: String)] {
@@ -130,13 +165,36 @@ public final class BearerAuthenticator: Sendable {
     private func claims(fromToken token: String) async throws -> Claims {
         guard isConfigured else { throw Failure(description: "bearer tokens are not accepted here (no keys configured)") }
         guard token.utf8.count <= 8192 else { throw Failure(description: "the bearer token is too long") }
+        // jwt-kit verifies a token whose kid it does not know with the default key; a kid is
+        // the issuer saying which key signed, so one naming no configured key is refused.
+        if let kid = Self.keyID(ofToken: token), !keyIDs.contains(kid) {
+            throw Failure(description: "the bearer token's key id (kid) names no key configured here")
+        }
         let claims: Claims
         do {
             claims = try await keys.verify(token, as: Claims.self)
-        } catch let error as JWTError where error.errorType == .claimVerificationFailure {
-            throw Failure(description: "the bearer token has expired or is not valid yet")
         } catch {
             throw Failure(description: "the bearer token is not valid")
+        }
+        let now = clock()
+        let leewaySeconds = Self.seconds(leeway)
+        guard now < claims.exp.value.addingTimeInterval(leewaySeconds) else {
+            throw Failure(description: "the bearer token has expired")
+        }
+        if let notBefore = claims.nbf?.value, now < notBefore.addingTimeInterval(-leewaySeconds) {
+            throw Failure(description: "the bearer token is not valid yet (nbf is in the future)")
+        }
+        if let maxLifetime {
+            // Measured from iat, or from now when iat is absent or in the future: an iat set just
+            // before a far-away exp must not pass for a short-lived token.
+            let issued = claims.iat.map { min($0.value, now) } ?? now
+            let lifetime = claims.exp.value.timeIntervalSince(issued)
+            let limit = Self.seconds(maxLifetime)
+            guard lifetime <= limit else {
+                throw Failure(
+                    description: "the bearer token lives too long (\(Int(lifetime.rounded(.up))) s from \(issued == now ? "now" : "iat") to exp; "
+                        + "at most \(Int(limit)) s is accepted here)")
+            }
         }
         if let issuer, claims.iss?.value != issuer { throw Failure(description: "the bearer token was not issued for this service") }
         if let audience {
