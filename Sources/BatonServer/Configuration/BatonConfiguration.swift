@@ -41,7 +41,7 @@ import SystemPackage
 /// - `baton.flows.check.interval` (`BATON_FLOWS_CHECK_INTERVAL`, seconds, default 5): how often a
 ///   replica re-checks the current release even without a notification.
 /// - `baton.replica` (`BATON_REPLICA`, default hostname:pid): this replica's name in release reports.
-/// - `baton.studio` (`BATON_STUDIO`, default false): Baton Studio at `/studio` (docs/studio.md):
+/// - `baton.studio` (`BATON_STUDIO`, default false; dev with `--dev` on a loopback address): Baton Studio at `/studio` (docs/studio.md):
 ///   `false`; `true` (its API needs a bearer token with a `studio: true` claim); `dev` (open,
 ///   mints demo users' tokens: `scripts/run.sh`; loopback `http.host` only).
 /// - `baton.studio.dir` (`BATON_STUDIO_DIR`, default `Studio`): the studio's page and renderer.
@@ -153,7 +153,10 @@ public struct BatonConfiguration: Sendable {
         }
         development = reader.bool(forKey: "baton.dev", default: false)
         diagnostics = reader.bool(forKey: "baton.diagnostics", default: false)
-        let studioValue = reader.string(forKey: "baton.studio", default: "false").lowercased()
+        // On by default in development (--dev, scripts/run.sh) on a loopback address; otherwise
+        // only when asked for.
+        let studioDefault = development && ["127.0.0.1", "::1", "localhost"].contains(httpHost) ? "dev" : "false"
+        let studioValue = reader.string(forKey: "baton.studio", default: studioDefault).lowercased()
         guard let parsedStudio = StudioMode(configurationValue: studioValue) else {
             throw Error(description: "baton.studio (BATON_STUDIO) must be false, true or dev; got '\(studioValue.prefix(20))'")
         }
