@@ -437,6 +437,10 @@ public enum InputCheck {
         }
         if rules.trim { text = text.trimmingCharacters(in: .whitespacesAndNewlines) }
         if rules.uppercase { text = text.uppercased() }
+        // One spelling per text: canonically equivalent input ("é" as one code point or as "e" and
+        // an accent) is stored alike, and the code-point bound below holds for what is stored (NFC
+        // expands a few characters, such as U+0958, into two code points).
+        text = text.precomposedStringWithCanonicalMapping
         if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             return .failure(InputProblem(message: "Line breaks, tabs and other control characters aren't allowed here."))
         }

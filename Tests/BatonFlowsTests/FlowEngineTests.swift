@@ -95,6 +95,13 @@ struct FlowEngineTests {
             return
         }
         #expect(problem.message.hasPrefix("That is too long"))
+        // Text comes back in NFC, and the code-point bound holds for that form: U+0958 is two
+        // code points in NFC, so five of these (four code points each as typed) are too many.
+        let composed = try InputCheck.validate(rules, input: ["text": "Cafe\u{301}"], scope: TemplateScope()).get()
+        #expect(Array(composed.unicodeScalars) == Array("Caf\u{E9}".unicodeScalars))
+        let expanding = String(repeating: "\u{958}\u{301}\u{302}\u{303}", count: 5)
+        #expect(expanding.unicodeScalars.count == 20)
+        #expect((try? InputCheck.validate(rules, input: ["text": .string(expanding)], scope: TemplateScope()).get()) == nil)
     }
 
     @Test("invisible and text-direction characters are refused, anywhere in the text; their visible neighbours are not")
