@@ -46,6 +46,20 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    @Test("closing the pool (SIGTERM) is never held up longer than a call's deadline by a stuck statement")
+    func closeIsBounded() async throws {
+        let pool = PostgresPool(
+            configuration: .init(
+                conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .seconds(2), limits: .init(statement: .seconds(60))))
+        let stuck = Task { try await pool.query("SELECT pg_sleep(60)") }
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        await pool.close()
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(4), "close took \(took)")
+        await #expect(throws: PostgresError.self) { try await stuck.value }
+    }
+
     @Test("a lock wait past lock_timeout is 55P03, classified unavailable (503), and leaves the pool working")
     func lockTimeout() async throws {
         let conninfo = try await TestDatabase.make()
