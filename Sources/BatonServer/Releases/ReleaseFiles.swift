@@ -81,31 +81,17 @@ public struct ReleaseChange: Sendable, Equatable {
     /// `+ line`, `- line` (unchanged lines left out).
     public var lines: [String]
 
-    /// A line diff through the longest common subsequence (bundles are small files).
+    /// A line diff (the standard library's `difference(from:)`): removed lines, then added ones.
     static func lineDiff(_ old: [String], _ new: [String]) -> [String] {
-        let n = old.count, m = new.count
-        guard n * m <= 4_000_000 else { return old.map { "- " + $0 } + new.map { "+ " + $0 } }
-        var lengths = [[Int]](repeating: [Int](repeating: 0, count: m + 1), count: n + 1)
-        for i in stride(from: n - 1, through: 0, by: -1) {
-            for j in stride(from: m - 1, through: 0, by: -1) {
-                lengths[i][j] = old[i] == new[j] ? lengths[i + 1][j + 1] + 1 : max(lengths[i + 1][j], lengths[i][j + 1])
+        var removed: [String] = []
+        var added: [String] = []
+        for change in new.difference(from: old) {
+            switch change {
+            case .remove(_, let line, _): removed.append("- " + line)
+            case .insert(_, let line, _): added.append("+ " + line)
             }
         }
-        var output: [String] = []
-        var i = 0, j = 0
-        while i < n || j < m {
-            if i < n, j < m, old[i] == new[j] {
-                i += 1
-                j += 1
-            } else if j < m, i == n || lengths[i][j + 1] >= lengths[i + 1][j] {
-                output.append("+ " + new[j])
-                j += 1
-            } else {
-                output.append("- " + old[i])
-                i += 1
-            }
-        }
-        return output
+        return removed + added
     }
 }
 
