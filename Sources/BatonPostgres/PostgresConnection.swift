@@ -102,19 +102,15 @@ public final class PostgresConnection: @unchecked Sendable {
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         // The text decoders rely on ISO dates in UTC; the limits bound every statement, lock
         // wait and abandoned transaction on the server side. One round trip per new connection.
-        do {
-            try execute(
-                """
-                SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET bytea_output = 'hex';
-                SET statement_timeout = \(ms.statement); SET lock_timeout = \(ms.lock);
-                SET idle_in_transaction_session_timeout = \(ms.idle); SET tcp_user_timeout = \(ms.tcp)
-                """)
-        } catch {
-            PQfinish(connection)
-            throw error
-        }
+        // If this throws, every stored property is set, so Swift runs deinit (which calls
+        // PQfinish): the handle must not be finished here as well.
+        try execute(
+            """
+            SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET bytea_output = 'hex';
+            SET statement_timeout = \(ms.statement); SET lock_timeout = \(ms.lock);
+            SET idle_in_transaction_session_timeout = \(ms.idle); SET tcp_user_timeout = \(ms.tcp)
+            """)
     }
-
 
     deinit { PQfinish(handle) }
 

@@ -61,24 +61,27 @@ public final class FaultProxy: @unchecked Sendable {
     }
 }
 
-/// A TCP port on 127.0.0.1 that nobody listens on right now.
+/// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's pick for port 0).
 public enum FreePort {
     public static func find() throws -> Int {
-        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw TestFailure("socket() failed") }
-        defer { close(socket) }
+        #if os(Linux)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
+        defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
-                guard bind(socket, pointer, length) == 0 else { return -1 }
-                return getsockname(socket, pointer, &length)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
             }
         }
-        guard bound == 0 else { throw TestFailure("no free port") }
+        guard bound else { throw TestFailure("could not bind a loopback port: errno \(errno)") }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }

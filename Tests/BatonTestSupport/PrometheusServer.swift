@@ -18,7 +18,7 @@ public final class PrometheusServer: @unchecked Sendable {
     /// `prometheus.yml` in a fresh directory together with `files` (name → contents), so
     /// relative `rule_files` resolve there.
     public init(executable: String, configuration: String, files: [String: String] = [:]) throws {
-        port = try Self.freeLoopbackPort()
+        port = try FreePort.find()
         directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-prometheus-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let configFile = directory.appendingPathComponent("prometheus.yml")
@@ -110,29 +110,6 @@ public final class PrometheusServer: @unchecked Sendable {
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: baseURL + path), timeout: .seconds(10))
         let bytes = try await response.body.collect(upTo: 16 * 1024 * 1024)
         return (response.status, String(buffer: bytes))
-    }
-
-    /// A port nothing listens on right now (the kernel's pick for port 0).
-    public static func freeLoopbackPort() throws -> Int {
-        #if os(Linux)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
-            }
-        }
-        guard bound else { throw TestFailure("could not bind a loopback port: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     deinit {
