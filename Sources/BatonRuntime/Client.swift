@@ -179,8 +179,8 @@ public struct ScreenReply: Sendable {
 }
 
 /// Lowercase hexadecimal, without Foundation's formatting.
-enum Hex {
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+public enum Hex {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var output: [UInt8] = []
         for byte in bytes {

@@ -113,7 +113,7 @@ public final class FlowRuntime: Sendable {
     private func pin(_ served: ServedFlows) {
         pinned.withLock { cache in
             for engine in served.current.values { cache[engine.flow.hash] = engine }
-            for engine in served.ramp?.engines.values.map({ $0 }) ?? [] { cache[engine.flow.hash] = engine }
+            for engine in served.ramp?.engines.values ?? [:].values { cache[engine.flow.hash] = engine }
         }
     }
 

@@ -1,4 +1,5 @@
 import BatonFlows
+import BatonRuntime
 import Crypto
 import Foundation
 
@@ -20,10 +21,7 @@ public struct ReleaseFiles: Sendable, Equatable {
             hash.update(data: Array(path.utf8) + [0])
             hash.update(data: Array(files[path]!.utf8) + [0])
         }
-        return hash.finalize().map { byte in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
-        }.joined()
+        return Hex.encode(hash.finalize())
     }
 
     /// Reads a flows directory.

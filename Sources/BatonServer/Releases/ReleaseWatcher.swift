@@ -104,21 +104,7 @@ public final class ReleaseWatcher: Service, Sendable {
             let base = try await definitions(for: id)
             var ramp: FlowDefinitions?
             if let rampID = current.ramp { ramp = try await definitions(for: rampID) }
-            let shown = ramp ?? base
-            guard let contract = shown.contract,
-                let fitter = shown.fitter(metrics: context.metrics, buckets: context.buckets, logger: context.logger)
-            else { throw ReleaseError("release \(wanted.prefix(12)) has no contract") }
-            context.runtime.serve(
-                bundle: base.bundle, fitter: fitter, release: id,
-                ramp: ramp.map { ($0.bundle, current.ramp!, current.rampPercent) })
-            context.live.serve(
-                LiveDefinitions.Served(
-                    contract: contract, allowlist: shown.allowlist, release: id, ramp: current.ramp, rampPercent: current.rampPercent))
-            try? await context.runtime.publishDefinitions()
-            context.metrics.prepare(flows: context.runtime.bundle.flows.keys.sorted())
-            context.metrics.recordLoadedFlows(context.runtime.bundle.flows.mapValues(\.hash))
-            context.metrics.recordRelease(id, ramp: current.ramp)
-            context.metrics.recordReload(ok: true)
+            try await swap(to: base, release: id, ramp: ramp.map { ($0, current.ramp!, current.rampPercent) })
             state.withLock {
                 $0.version = current.version
                 $0.servingRelease = true
@@ -137,6 +123,24 @@ public final class ReleaseWatcher: Service, Sendable {
             state.withLock { $0.version = current.version }
             await report(current, release: wanted, ok: false, detail: "\(error)")
         }
+    }
+
+    /// Serves other definitions: the runtime's flows and the server's contract and allowlist
+    /// together, the definitions stored by hash, the metrics told. One way, for releases and files.
+    private func swap(to base: FlowDefinitions, release: String, ramp: (definitions: FlowDefinitions, id: String, percent: Int)?) async throws {
+        let shown = ramp?.definitions ?? base
+        guard let contract = shown.contract,
+            let fitter = shown.fitter(metrics: context.metrics, buckets: context.buckets, logger: context.logger)
+        else { throw ReleaseError("release \((ramp?.id ?? release).prefix(12)) has no contract") }
+        context.runtime.serve(bundle: base.bundle, fitter: fitter, release: release, ramp: ramp.map { ($0.definitions.bundle, $0.id, $0.percent) })
+        context.live.serve(
+            LiveDefinitions.Served(
+                contract: contract, allowlist: shown.allowlist, release: release, ramp: ramp?.id, rampPercent: ramp?.percent ?? 0))
+        try? await context.runtime.publishDefinitions()
+        context.metrics.prepare(flows: context.runtime.bundle.flows.keys.sorted())
+        context.metrics.recordLoadedFlows(context.runtime.bundle.flows.mapValues(\.hash))
+        context.metrics.recordRelease(release, ramp: ramp?.id)
+        context.metrics.recordReload(ok: true)
     }
 
     private func report(_ current: ReleaseStore.State, release: String, ok: Bool, detail: String) async {
@@ -188,9 +192,7 @@ public final class ReleaseWatcher: Service, Sendable {
         state.withLock { $0.filesID = id }
         if first { return }  // what serve started with
         let definitions = FlowDefinitions.load(directory: directory, catalog: context.runtime.catalog)
-        guard definitions.isServable, let contract = definitions.contract,
-            let fitter = definitions.fitter(metrics: context.metrics, buckets: context.buckets, logger: context.logger)
-        else {
+        guard definitions.isServable else {
             let errors = definitions.diagnostics.filter { $0.severity == .error }
             for error in errors { FileHandle.standardError.write(Data("\(error)\n".utf8)) }
             context.live.failed(release: "files", reason: errors.prefix(5).map(\.description).joined(separator: "; "))
@@ -198,11 +200,7 @@ public final class ReleaseWatcher: Service, Sendable {
             context.logger.error("Flows/ changed but does not lint; still serving the previous bundle", metadata: ["errors": .stringConvertible(errors.count)])
             return
         }
-        context.runtime.serve(bundle: definitions.bundle, fitter: fitter, release: "files")
-        context.live.serve(LiveDefinitions.Served(contract: contract, allowlist: definitions.allowlist, release: "files", ramp: nil, rampPercent: 0))
-        try? await context.runtime.publishDefinitions()
-        context.metrics.recordLoadedFlows(definitions.bundle.flows.mapValues(\.hash))
-        context.metrics.recordReload(ok: true)
+        do { try await swap(to: definitions, release: "files", ramp: nil) } catch { return }
         context.logger.info("Flows/ changed; serving the new bundle", metadata: ["flows": .stringConvertible(definitions.bundle.flows.count)])
     }
 }
