@@ -118,6 +118,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Calls to backend services (Flows/services.yaml): retries, circuit breaker, egress rule.
+        .target(
+            name: "BatonServices",
+            dependencies: [
+                "BatonFlows",
+                "BatonJSON",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Flow tests: scenarios in Flows/tests/ walked against a runtime like a client would.
         .target(
             name: "BatonScenarios",
@@ -134,6 +148,7 @@ let package = Package(
                 "BatonJSON",
                 "BatonPostgres",
                 "BatonRuntime",
+                "BatonServices",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -158,6 +173,7 @@ let package = Package(
                 "BatonJSON",
                 "BatonRuntime",
                 "BatonServer",
+                "BatonServices",
                 "BatonPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -178,8 +194,10 @@ let package = Package(
                 "BatonPostgres",
                 "BatonRuntime",
                 "BatonServer",
+                "BatonServices",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             path: "Tests/BatonTestSupport",
@@ -217,6 +235,7 @@ let package = Package(
                 "BatonClient",
                 "BatonScenarios",
                 "BatonServer",
+                "BatonServices",
                 "BatonTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -7,9 +7,11 @@ public struct FlowBundle: Sendable {
     public var screens: [String: ScreenTemplate]
     public var diagnostics: [Diagnostic]
     public var directory: URL
+    /// The backend services flows may call (`services.yaml`).
+    public var services: [String: ServiceDefinition] = [:]
 
     /// Loads `directory`: every `*.yaml` at the top level except the reserved files
-    /// (`contract.yaml`, `deeplinks.yaml`) is a flow; `screens/*.yaml` are screen templates.
+    /// (`contract.yaml`, `deeplinks.yaml`, `services.yaml`) is a flow; `screens/*.yaml` are screen templates.
     /// Paths in diagnostics are relative to the directory's parent (so `Flows/x.yaml:3:5`).
     public static func load(directory: URL, catalog: FlowCatalog, extraChecks: [FlowBundleCheck] = []) -> FlowBundle {
         var diagnostics: [Diagnostic] = []
@@ -21,7 +23,7 @@ public struct FlowBundle: Sendable {
             let path = url.standardizedFileURL.path
             return path.hasPrefix(base + "/") ? String(path.dropFirst(base.count + 1)) : path
         }
-        let reserved: Set<String> = ["contract.yaml", "deeplinks.yaml"]
+        let reserved: Set<String> = ["contract.yaml", "deeplinks.yaml", ServiceDefinitions.fileName]
         let entries = (try? fm.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
         if entries.isEmpty, !fm.fileExists(atPath: directory.path) {
             diagnostics.append(.error("flows directory does not exist", at: SourceLocation(file: directory.path, line: 1, column: 1)))
@@ -55,11 +57,25 @@ public struct FlowBundle: Sendable {
             diagnostics += found
             if let screen, !screen.name.isEmpty { screens[screen.name] = screen }
         }
-        var bundle = FlowBundle(flows: flows, screens: screens, diagnostics: diagnostics, directory: directory)
+        var services: [String: ServiceDefinition] = [:]
+        let servicesFile = directory.appendingPathComponent(ServiceDefinitions.fileName)
+        if fm.fileExists(atPath: servicesFile.path) {
+            if let source = try? String(contentsOf: servicesFile, encoding: .utf8) {
+                let (loaded, found) = ServiceDefinitions.load(source: source, file: display(servicesFile))
+                services = loaded
+                diagnostics += found
+            } else {
+                diagnostics.append(.error("not readable as UTF-8 text", at: SourceLocation(file: display(servicesFile), line: 1, column: 1)))
+            }
+        }
+        var bundle = FlowBundle(flows: flows, screens: screens, diagnostics: diagnostics, directory: directory, services: services)
         let templateEvents: [String: [String]] = screens.mapValues(\.events)
-        let linter = FlowLinter(catalog: catalog, templateEvents: { templateEvents[$0] })
+        var linter = FlowLinter(catalog: catalog, templateEvents: { templateEvents[$0] })
+        linter.services = services
         for name in flows.keys.sorted() { bundle.diagnostics += linter.lint(flows[name]!) }
-        bundle.diagnostics += ScreenLinter(catalog: catalog).lint(Array(screens.values))
+        var screenLinter = ScreenLinter(catalog: catalog)
+        screenLinter.services = services
+        bundle.diagnostics += screenLinter.lint(Array(screens.values))
         for check in extraChecks { bundle.diagnostics += check(bundle) }
         bundle.diagnostics = bundle.diagnostics.ordered
         return bundle
@@ -78,6 +94,8 @@ public typealias FlowBundleCheck = @Sendable (FlowBundle) -> [Diagnostic]
 /// flow events (they have no session to send them to).
 public struct ScreenLinter: Sendable {
     public var catalog: FlowCatalog
+    /// The services of `services.yaml`, or nil when service loads' names are not checked.
+    public var services: [String: ServiceDefinition]?
 
     public init(catalog: FlowCatalog) { self.catalog = catalog }
 
@@ -85,7 +103,19 @@ public struct ScreenLinter: Sendable {
         var findings: [Diagnostic] = []
         for screen in screens {
             let parameters = Set(screen.parameters.map(\.name))
-            let data = Set(screen.loads.map(\.name))
+            let data = Set(screen.loads.map(\.name) + screen.serviceLoads.map(\.name))
+            for load in screen.serviceLoads {
+                if let services, services[load.call.service] == nil {
+                    let hint = Suggest.closest(load.call.service, in: services.keys).map { "; did you mean '\($0)'?" } ?? ""
+                    findings.append(.error("unknown service '\(load.call.service)'\(hint)", at: load.call.location))
+                }
+                var references = load.call.path.references.map { ($0, load.call.location) }
+                for (_, value) in load.call.query { references += value.references.map { ($0, load.call.location) } }
+                for (path, location) in references where !["params", "subject"].contains(path.first ?? "") {
+                    findings.append(
+                        .error("'{{\(path.joined(separator: "."))}}': a service load is fetched before anything else, so it sees only params and subject", at: location))
+                }
+            }
             for load in screen.loads {
                 guard let signature = catalog.loaders[load.call.name] else {
                     let hint = Suggest.closest(load.call.name, in: catalog.loaders.keys).map { "; did you mean '\($0)'?" } ?? ""

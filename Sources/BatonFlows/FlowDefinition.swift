@@ -87,6 +87,28 @@ public struct FlowState: Sendable {
 }
 
 extension FlowDefinition {
+    /// Every transition in the flow (state actions and event handlers, with the cases and
+    /// otherwise branches inside them), with the state it belongs to.
+    public var allTransitions: [(state: String, transition: Transition)] {
+        var found: [(String, Transition)] = []
+        func walk(_ transition: Transition, in state: String) {
+            found.append((state, transition))
+            for branch in transition.cases { walk(branch.transition, in: state) }
+            if let otherwise = transition.otherwise { walk(otherwise.value, in: state) }
+        }
+        for name in stateOrder {
+            guard let state = states[name] else { continue }
+            if case .action(let transition) = state.response { walk(transition, in: name) }
+            for event in state.handlerOrder { if let handler = state.handlers[event] { walk(handler, in: name) } }
+        }
+        return found
+    }
+
+    /// The transition making the service call with this id.
+    public func callTransition(_ id: String) -> Transition? {
+        allTransitions.first { $0.transition.call?.id == id }?.transition
+    }
+
     /// The effects a new session can run before it gives the user anything to answer: those
     /// of action states reachable from `start` without passing a state that answers.
     ///
@@ -239,7 +261,10 @@ public struct Transition: Sendable {
     public var cases: [(value: String, transition: Transition)]
     public var otherwise: Box<Transition>?
     public var effect: EffectCall?
-    /// Where each effect outcome leads.
+    /// A backend service call (instead of an effect): the session waits for it outside any
+    /// transaction, and its answer picks the outcome.
+    public var call: ServiceCallSpec?
+    /// Where each effect or call outcome leads.
     public var outcomes: [(outcome: String, target: Target, location: SourceLocation)]
     /// Where to go when there is no effect, or its outcome has no entry.
     public var to: Target?
@@ -247,7 +272,7 @@ public struct Transition: Sendable {
     public static func goto(_ state: String, at location: SourceLocation) -> Transition {
         Transition(
             location: location, input: nil, guardCall: nil, guardElse: nil, match: nil, cases: [], otherwise: nil, effect: nil,
-            outcomes: [], to: .state(state, location))
+            call: nil, outcomes: [], to: .state(state, location))
     }
 }
 

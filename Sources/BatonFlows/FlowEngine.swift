@@ -83,6 +83,29 @@ public struct FlowStep: Sendable {
     public var reply: FlowReply
     /// The effects that ran, in order (for logs and tests).
     public var effects: [String]
+    /// Set when the step stopped at a service call: ``reply`` is not an answer yet. The caller
+    /// makes the call (outside any transaction) and continues with ``FlowEngine/resume(call:result:session:host:call:)``.
+    public var pending: PendingCall?
+
+    public init(session: FlowSessionState, finished: SessionResult?, reply: FlowReply, effects: [String], pending: PendingCall? = nil) {
+        self.session = session
+        self.finished = finished
+        self.reply = reply
+        self.effects = effects
+        self.pending = pending
+    }
+}
+
+/// A service call a step stopped at, rendered and ready to send.
+public struct PendingCall: Sendable, Equatable {
+    /// The call's id in its definition (``ServiceCallSpec/id``).
+    public var call: String
+    public var request: ServiceRequest
+
+    public init(call: String, request: ServiceRequest) {
+        self.call = call
+        self.request = request
+    }
 }
 
 /// Problems that stop a command before any answer: bad parameters or input the client could
@@ -135,6 +158,21 @@ public struct FlowEngine: Sendable {
         var run = Run(engine: self, host: host, call: call, context: session.context)
         run.context["error"] = nil
         return try run.handle(event: event, input: input, in: state)
+    }
+
+    /// Continues a step that stopped at a service call, with the call's result: the first
+    /// outcome matching it (`404`, then `4xx`; for failures their name, then `unavailable`)
+    /// is followed. A status no outcome names counts as the failure `failed`. `session` is the
+    /// session as the paused step left it.
+    public func resume(call id: String, result: ServiceResult, session: FlowSessionState, host: some FlowHost, call: FlowCall) throws
+        -> FlowStep
+    {
+        guard let state = flow.states[session.state], let transition = flow.callTransition(id) else {
+            throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' has no service call \(id) in state '\(session.state)'")
+        }
+        var run = Run(engine: self, host: host, call: call, context: session.context)
+        run.context["error"] = nil
+        return try run.resume(transition, result: result, from: state)
     }
 
     /// Renders the current state's answer again (after an expired payload was refreshed, or to
@@ -219,6 +257,13 @@ private struct Run<Host: FlowHost> {
             }
             return try stay(in: state, error: "That choice isn't available.", typed: typed)
         }
+        if let serviceCall = transition.call {
+            // Stop here: the call runs outside the transaction, then `resume` goes on.
+            let request = serviceCall.render(scope)
+            return FlowStep(
+                session: FlowSessionState(state: state.name, context: context.filter { $0.key != "data" }), finished: nil,
+                reply: .refresh, effects: effects, pending: PendingCall(call: serviceCall.id, request: request))
+        }
         if let effect = transition.effect {
             let result = try host.runEffect(effect.name, arguments: effect.renderArguments(scope), call: call)
             effects.append(effect.name)
@@ -234,6 +279,30 @@ private struct Run<Host: FlowHost> {
             throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)': a transition of '\(state.name)' goes nowhere")
         }
         return try land(target, from: state, hops: hops, typed: typed)
+    }
+
+    /// Follows a service call's outcome.
+    mutating func resume(_ transition: Transition, result: ServiceResult, from state: FlowState) throws -> FlowStep {
+        func target(for result: ServiceResult) -> Target? {
+            for key in result.outcomeKeys {
+                if let found = transition.outcomes.first(where: { $0.outcome == key }) { return found.target }
+            }
+            return nil
+        }
+        var result = result
+        var chosen = target(for: result)
+        if chosen == nil, case .response = result {
+            result = .failure(.failed)
+            chosen = target(for: result)
+        }
+        context["result"] = result.resultValue
+        effects.append("call:\(transition.call?.service ?? "?")")
+        guard let chosen = chosen ?? transition.to else {
+            throw FlowEngineError(
+                kind: .definition,
+                message: "flow '\(flow.name)': service call outcome '\(result.outcomeKeys.first ?? "?")' is handled by no transition")
+        }
+        return try land(chosen, from: state, hops: 0, typed: nil)
     }
 
     mutating func land(_ target: Target, from state: FlowState, hops: Int, typed: String?) throws -> FlowStep {
@@ -477,19 +546,37 @@ public enum InputCheck {
 /// Rendering of screen templates (shared by flows and `GET /v{N}/screens`).
 public enum ScreenRendering {
     /// Renders a template with parameters: checks them, runs its loaders, fills the tree.
+    /// - Parameter fetched: the results of the template's service loads, fetched beforehand
+    ///   (outside any transaction); a service load missing here renders its fallback.
     public static func render(
-        _ template: ScreenTemplate, parameters: JSONObject, host: some FlowHost, call: FlowCall, error: JSONValue? = nil
+        _ template: ScreenTemplate, parameters: JSONObject, host: some FlowHost, call: FlowCall, error: JSONValue? = nil,
+        fetched: [String: ServiceResult] = [:]
     ) throws -> JSONValue {
         if let problem = ParameterCheck.problem(parameters, specs: template.parameters) {
             throw FlowEngineError(kind: .invalidParameters, message: "screen '\(template.name)': \(problem)")
         }
         var scope = TemplateScope(["params": .object(parameters), "subject": call.subject.jsonValue, "error": error ?? .null])
         var data = JSONObject()
+        for load in template.serviceLoads {
+            data[load.name] = load.value(for: fetched[load.name] ?? .failure(.failed), scope: scope)
+        }
         for load in template.loads {
             data[load.name] = try host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
         }
         scope.values["data"] = .object(data)
         return finish(template.content.render(scope) ?? [:])
+    }
+
+    /// The requests of a template's service loads for these parameters (their templates see
+    /// `params` and `subject` only).
+    public static func serviceRequests(_ template: ScreenTemplate, parameters: JSONObject, subject: FlowSubject) -> [(String, ServiceRequest)] {
+        let scope = TemplateScope(["params": .object(parameters), "subject": subject.jsonValue])
+        return template.serviceLoads.map { load in
+            var request = load.call.render(scope)
+            request.timeout = load.call.timeout ?? ServiceLoad.defaultTimeout
+            request.attempts = 1
+            return (load.name, request)
+        }
     }
 
     /// Marks the rendered tree as a `componentScreen`.

@@ -35,6 +35,13 @@ public enum FlowGraph {
                 if let otherwise = transition.otherwise { walk(otherwise.value, from: from, label: label + ["\(subject)=other"]) }
                 return
             }
+            if let call = transition.call {
+                for outcome in transition.outcomes {
+                    add(from, outcome.target, label + ["/ \(call.method) \(call.service) → \(outcome.outcome)"])
+                }
+                add(from, transition.to, label + ["/ \(call.method) \(call.service)"])
+                return
+            }
             if let effect = transition.effect {
                 for outcome in transition.outcomes {
                     add(from, outcome.target, label + ["/ \(effect.name) → \(outcome.outcome)"])

@@ -9,6 +9,8 @@ public struct FlowLinter: Sendable {
     /// The events each named screen template sends (for screen states that use a template),
     /// or nil when no such template exists.
     public var templateEvents: @Sendable (String) -> [String]?
+    /// The services of `services.yaml`, or nil when calls' service names are not checked.
+    public var services: [String: ServiceDefinition]?
 
     /// The names templates may reference at the top level.
     public static let namespaces: Set<String> = [
@@ -192,10 +194,54 @@ public struct FlowLinter: Sendable {
             }
             for (_, target, _) in transition.outcomes { checkTarget(target) }
         }
+        if let call = transition.call {
+            lintServiceCall(call, transition: transition, scope: scope, findings: &findings)
+            for (_, target, _) in transition.outcomes { checkTarget(target) }
+        }
         checkTarget(transition.to)
     }
 
     // MARK: - Calls
+
+    /// A service call: the service exists, its outcomes are status codes (`404`, `4xx`) or
+    /// failures, a success is handled, and so is every failure (each by name, or `unavailable`).
+    private func lintServiceCall(_ call: ServiceCallSpec, transition: Transition, scope: ScopeRules, findings: inout Findings) {
+        if let services, services[call.service] == nil {
+            let known = services.isEmpty ? " (Flows/services.yaml declares none)" : suggestion(call.service, Set(services.keys))
+            findings.error("unknown service '\(call.service)'\(known)", call.location)
+        }
+        check(call.path, scope: scope, findings: &findings)
+        for (_, value) in call.query { check(value, scope: scope, findings: &findings) }
+        if let body = call.body { checkTree(body, scope: scope, findings: &findings) }
+        let failures = Set(ServiceFailure.allCases.map(\.rawValue))
+        let handled = Set(transition.outcomes.map(\.outcome))
+        for (outcome, _, location) in transition.outcomes where !Self.isCallOutcome(outcome) {
+            let hint = suggestion(outcome, failures.union(["unavailable"]))
+            findings.error(
+                "'\(outcome)' is not a call outcome: use a status (200, 404), a status class (2xx, 4xx) or a failure (\(ServiceFailure.allCases.map(\.rawValue).joined(separator: ", ")), unavailable)\(hint)",
+                location)
+        }
+        if !handled.contains(where: { $0.hasPrefix("2") }), transition.to == nil {
+            findings.error("the call to '\(call.service)' handles no success: add an outcome for 2xx (or its status, such as 200)", call.location)
+        }
+        if !handled.contains("unavailable") {
+            let missing = ServiceFailure.allCases.map(\.rawValue).filter { !handled.contains($0) }
+            if !missing.isEmpty {
+                findings.error(
+                    "the call to '\(call.service)' does not handle \(missing.joined(separator: ", ")): add 'unavailable' (every failure) or each of them to outcomes",
+                    call.location)
+            }
+        }
+    }
+
+    /// `200`, `4xx`, a failure name or `unavailable`.
+    static func isCallOutcome(_ outcome: String) -> Bool {
+        if outcome == "unavailable" || ServiceFailure(rawValue: outcome) != nil { return true }
+        let characters = Array(outcome)
+        guard characters.count == 3, let first = characters[0].wholeNumberValue, (1...5).contains(first) else { return false }
+        if characters[1] == "x", characters[2] == "x" { return true }
+        return characters[1].isNumber && characters[2].isNumber
+    }
 
     enum CallKind: String { case effect, `guard`, loader }
 

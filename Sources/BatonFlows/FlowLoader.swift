@@ -26,8 +26,9 @@ public enum FlowLoader {
         public static let done: Set<String> = ["message", "refresh"]
         public static let error: Set<String> = ["message", "retry"]
         public static let transition: Set<String> = [
-            "to", "error", "input", "guard", "else", "match", "cases", "otherwise", "do", "with", "outcomes",
+            "to", "error", "input", "guard", "else", "match", "cases", "otherwise", "do", "with", "call", "outcomes",
         ]
+        public static let call: Set<String> = ["service", "method", "path", "query", "body", "timeout"]
         public static let guardCall: Set<String> = ["name", "with"]
         public static let validation: Set<String> = [
             "accept", "trim", "uppercase", "minLength", "maxLength", "pattern", "patternMessage", "required",
@@ -61,6 +62,13 @@ public enum FlowLoader {
         case "d": return .seconds(amount * 86400)
         default: return nil
         }
+    }
+
+    /// Parses a call timeout: `250ms`, `2s`; at most 30 seconds.
+    static func callTimeout(_ text: String) -> Duration? {
+        if text.hasSuffix("ms"), let amount = Int(text.dropLast(2)), amount > 0, amount <= 30_000 { return .milliseconds(amount) }
+        if text.hasSuffix("s"), let amount = Int(text.dropLast()), amount > 0, amount <= 30 { return .seconds(amount) }
+        return nil
     }
 
     static func isName(_ text: String) -> Bool {
@@ -231,7 +239,7 @@ struct Reader: ShapeReader {
             }
         }
         let responseKeys = ["input", "screen", "done", "refresh", "error"].filter { node[$0] != nil }
-        let hasAction = node["do"] != nil || node["to"] != nil || node["match"] != nil
+        let hasAction = node["do"] != nil || node["call"] != nil || node["to"] != nil || node["match"] != nil
         var response: StateResponse?
         if responseKeys.count > 1 || (responseKeys.count == 1 && hasAction) {
             let all = responseKeys + (hasAction ? ["do/to/match"] : [])
@@ -434,7 +442,7 @@ struct Reader: ShapeReader {
         guard case .mapping = node else { return nil }
         var transition = Transition(
             location: node.location, input: nil, guardCall: nil, guardElse: nil, match: nil, cases: [], otherwise: nil,
-            effect: nil, outcomes: [], to: nil)
+            effect: nil, call: nil, outcomes: [], to: nil)
         if let errorNode = node["error"] {
             if let message = template(errorNode, "error") {
                 transition.to = .stay(error: message, errorNode.location)
@@ -460,6 +468,10 @@ struct Reader: ShapeReader {
         } else if let withNode = node["with"] {
             error("'with' gives arguments to 'do: <effect>' (for a guard, write guard: {name, with})", withNode.location)
         }
+        if let callNode = node["call"] {
+            transition.call = serviceCall(callNode)
+            if node["do"] != nil { error("a transition either runs an effect (do) or calls a service (call), not both", callNode.location) }
+        }
         if let outcomesNode = node["outcomes"] {
             if case .mapping(let pairs, _) = outcomesNode {
                 for (key, value) in pairs {
@@ -468,7 +480,7 @@ struct Reader: ShapeReader {
             } else {
                 error("outcomes must map outcome names to targets", outcomesNode.location)
             }
-            if node["do"] == nil { error("outcomes need 'do: <effect>'", outcomesNode.location) }
+            if node["do"] == nil, node["call"] == nil { error("outcomes need 'do: <effect>' or 'call: <service call>'", outcomesNode.location) }
         }
         if let matchNode = node["match"] {
             transition.match = template(matchNode, "match")
@@ -484,16 +496,69 @@ struct Reader: ShapeReader {
             if let otherwiseNode = node["otherwise"], let sub = self.transition(otherwiseNode, what: "otherwise", isState: false) {
                 transition.otherwise = Box(sub)
             }
-            if node["do"] != nil || node["to"] != nil {
+            if node["do"] != nil || node["call"] != nil || node["to"] != nil {
                 error("a match chooses the next step itself; put do/to inside its cases", matchNode.location)
             }
         } else if let casesNode = node["cases"] {
             error("cases need match: \"{{…}}\"", casesNode.location)
         }
-        if transition.to == nil, transition.effect == nil, transition.match == nil {
-            error("\(what) goes nowhere: give it to: <state>, do: <effect> with outcomes, or match", node.location)
+        if transition.to == nil, transition.effect == nil, transition.call == nil, transition.match == nil {
+            error("\(what) goes nowhere: give it to: <state>, do: <effect> or call: <service call> with outcomes, or match", node.location)
         }
         return transition
+    }
+
+    /// `call: {service, method, path, query, body, timeout}`.
+    mutating func serviceCall(_ node: SourceNode) -> ServiceCallSpec? {
+        _ = pairs(node, allowed: FlowLoader.Keys.call, what: "call")
+        guard case .mapping = node else {
+            error("call must be a mapping: {service: <name>, method: GET, path: /…}", node.location)
+            return nil
+        }
+        guard let service = text(node["service"], "call service") else {
+            error("call needs 'service: <name from services.yaml>'", node.location)
+            return nil
+        }
+        var method = "GET"
+        if let methodNode = text(node["method"], "call method") {
+            method = methodNode.text.uppercased()
+            if !ServiceCallSpec.methods.contains(method) {
+                error("call method must be one of \(ServiceCallSpec.methods.sorted().joined(separator: ", ")); found '\(methodNode.text)'", methodNode.location)
+            }
+        }
+        guard let path = template(node["path"], "call path") else {
+            if node["path"] == nil { error("call needs 'path: /…' (below the service's base URL)", node.location) }
+            return nil
+        }
+        if case .literal(let first)? = path.segments.first, first.hasPrefix("/") {
+        } else {
+            error("call path must start with '/'", node["path"]?.location ?? node.location)
+        }
+        if path.segments.contains(where: { if case .literal(let text) = $0 { text.contains("?") || text.contains("#") || text.contains("..") } else { false } }) {
+            error("call path must not hold '?', '#' or '..': give query parameters under 'query'", node["path"]?.location ?? node.location)
+        }
+        var query: [(name: String, value: TemplateString)] = []
+        if let queryNode = node["query"] {
+            if case .mapping(let pairs, _) = queryNode {
+                for (key, value) in pairs {
+                    if let template = template(value, "query '\(key.text)'") { query.append((key.text, template)) }
+                }
+            } else {
+                error("call query must be a mapping of names to values", queryNode.location)
+            }
+        }
+        var body: JSONTemplate?
+        if let bodyNode = node["body"] {
+            body = JSONTemplate.from(bodyNode, diagnostics: &diagnostics)
+            if method == "GET" || method == "DELETE" { error("a \(method) call has no body", bodyNode.location) }
+        }
+        var timeout: Duration?
+        if let timeoutNode = text(node["timeout"], "call timeout") {
+            timeout = FlowLoader.callTimeout(timeoutNode.text)
+            if timeout == nil { error("call timeout must look like 500ms or 2s (at most 30s)", timeoutNode.location) }
+        }
+        return ServiceCallSpec(
+            service: service.text, method: method, path: path, query: query, body: body, timeout: timeout, location: service.location)
     }
 
     private mutating func target(_ node: SourceNode) -> Target? {
@@ -586,4 +651,10 @@ public enum Suggest {
         }
         return previous[b.count]
     }
+}
+
+/// Duration spellings of flow files, for tools that read related files (scenario stubs).
+public enum FlowLoaderDurations {
+    /// `250ms`, `2s` (at most 30 seconds).
+    public static func callTimeout(_ text: String) -> Duration? { FlowLoader.callTimeout(text) }
 }

@@ -8,6 +8,8 @@ public struct ScreenTemplate: Sendable {
     public var title: String?
     public var parameters: [ParameterSpec]
     public var loads: [LoaderCall]
+    /// Data fetched from backend services before the loaders run (`load: {x: {call: …, fallback: …}}`).
+    public var serviceLoads: [ServiceLoad] = []
     /// The `componentScreen` body (without `type`, which rendering adds).
     public var content: JSONTemplate
     /// Events of command actions (only meaningful when a flow state uses the template).
@@ -55,9 +57,19 @@ public struct ScreenTemplate: Sendable {
                 }
             }
             var loads: [LoaderCall] = []
+            var serviceLoads: [ServiceLoad] = []
             if let loadNode = wrapper["load"] {
                 if case .mapping(let pairs, _) = loadNode {
                     for (key, value) in pairs {
+                        if let callNode = value["call"] {
+                            _ = reader.pairs(value, allowed: ["call", "fallback"], what: "load '\(key.text)'")
+                            if let call = reader.serviceCall(callNode) {
+                                if call.isWrite { reader.error("a screen only reads: a service load must be a GET", callNode.location) }
+                                let fallback = value["fallback"].map { JSONTemplate.from($0, diagnostics: &reader.diagnostics) }
+                                serviceLoads.append(ServiceLoad(name: key.text, call: call, fallback: fallback, location: key.location))
+                            }
+                            continue
+                        }
                         _ = reader.pairs(value, allowed: FlowLoader.Keys.load, what: "load '\(key.text)'")
                         if let call = reader.call(name: value["from"], with: value["with"], kind: "loader", at: key.location) {
                             loads.append(LoaderCall(name: key.text, call: call))
@@ -76,12 +88,39 @@ public struct ScreenTemplate: Sendable {
                 return (nil, reader.diagnostics)
             }
             let content = JSONTemplate.from(contentNode, diagnostics: &reader.diagnostics)
-            let template = ScreenTemplate(
+            var template = ScreenTemplate(
                 name: name, title: reader.text(root["title"], "title")?.text, parameters: parameters, loads: loads,
                 content: content, events: ScreenEvents.commandEvents(in: content), file: file,
                 location: nameNode?.location ?? root.location)
+            template.serviceLoads = serviceLoads
             return (template, reader.diagnostics)
         }
+    }
+}
+
+/// A screen's data from a backend service: one `GET` with a short timeout (1 s unless the call
+/// says otherwise) and no retry. When it fails, `{{data.<name>}}` is the rendered `fallback`
+/// (with `failure` set to the failure's name), so the template can show an error component.
+public struct ServiceLoad: Sendable {
+    public var name: String
+    public var call: ServiceCallSpec
+    public var fallback: JSONTemplate?
+    public var location: SourceLocation
+
+    /// The timeout of a screen's service load when its call names none.
+    public static let defaultTimeout: Duration = .seconds(1)
+
+    /// `data.<name>` for a call's result: the body of a 2xx, else the fallback with `failure`.
+    public func value(for result: ServiceResult, scope: TemplateScope) -> JSONValue {
+        if case .response(let status, let body) = result, (200..<300).contains(status) { return body }
+        let failure: String
+        switch result {
+        case .response(let status, _): failure = "status_\(status)"
+        case .failure(let kind): failure = kind.rawValue
+        }
+        var object = fallback?.render(scope)?.objectValue ?? [:]
+        object["failure"] = .string(failure)
+        return .object(object)
     }
 }
 

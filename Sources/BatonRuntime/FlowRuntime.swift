@@ -68,12 +68,26 @@ public final class FlowRuntime: Sendable {
     private let served: Mutex<ServedFlows>
     /// Engines for older definitions that running sessions still use, loaded on demand.
     private let pinned = Mutex<[String: FlowEngine]>([:])
+    /// Makes the service calls of `call:` transitions.
+    let services: any ServiceCaller
+    /// How long a duplicate of a command whose service call is in flight waits for its reply
+    /// before it is answered 409.
+    let callWait: Duration
+    /// The most one service call may take, retries included, so the command still answers
+    /// within the request's deadline.
+    let callBudget: Duration
+    /// Service calls in flight on this replica, by session and step.
+    let flights = Mutex<[String: CallFlight]>([:])
 
     public init(
         bundle: FlowBundle, registry: FlowRegistry, pool: PostgresPool, signer: PayloadSigner,
         fitter: any ReplyFitter = PassThroughFitter(), metrics: any RuntimeMetrics = NoRuntimeMetrics(), logger: Logger,
-        clock: @escaping @Sendable () -> Date = { Date() }, release: String = "files"
+        clock: @escaping @Sendable () -> Date = { Date() }, release: String = "files", services: any ServiceCaller = NoServices(),
+        callWait: Duration = .seconds(5), callBudget: Duration = .seconds(8)
     ) {
+        self.callBudget = callBudget
+        self.services = services
+        self.callWait = callWait
         self.registry = registry
         self.pool = pool
         self.signer = signer
@@ -197,6 +211,7 @@ public final class FlowRuntime: Sendable {
         let served = self.served.withLock { $0 }
         let flowName: String
         var startClaims: (CommandRequest, UUID)?
+        var fetched: [String: ServiceResult] = [:]
         switch target {
         case .flow(let flow):
             flowName = flow
@@ -219,8 +234,9 @@ public final class FlowRuntime: Sendable {
         case .screen(let name):
             flowName = ""
             guard served.bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+            fetched = await fetch(name, parameters: parameters, identity: identity, served: served)
         }
-        return try await run(flow: flowName, started: started) { [self, startClaims] db in
+        return try await run(flow: flowName, started: started) { [self, startClaims, fetched] db in
             if let idempotency, let earlier = try IdempotencyStore.claim(db, idempotency) {
                 return StepResult(reply: CommandReply(body: earlier, replayed: true, outcome: .replayed, flow: flowName))
             }
@@ -228,7 +244,8 @@ public final class FlowRuntime: Sendable {
             if let (request, id) = startClaims {
                 result = try start(request, id: id, parameters: parameters, db: db)
             } else if case .screen(let name) = target {
-                let fitted = try screen(name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, db: db)
+                let fitted = try screen(
+                    name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, fetched: fetched, db: db)
                 var body: [UInt8] = Array(#"{"type":"screen","presentation":"push","screen":"#.utf8)
                 body += fitted.bytes
                 body.append(UInt8(ascii: "}"))
@@ -266,9 +283,11 @@ public final class FlowRuntime: Sendable {
         guard served.bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let now = clock()
         let fitted: FittedReply
+        let fetched = await fetch(name, parameters: parameters, identity: identity, served: served)
         do {
             fitted = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
-                try screen(name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, db: db)
+                try screen(
+                    name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, fetched: fetched, db: db)
             }
         } catch {
             throw Self.commandError(error, flow: nil) ?? error
@@ -279,15 +298,33 @@ public final class FlowRuntime: Sendable {
     }
 
     /// A screen's fitted bytes, on the caller's transaction.
+    /// Fetches a screen template's service loads, all at once, before its transaction.
+    private func fetch(_ name: String, parameters: JSONObject, identity: ClientIdentity, served: ServedFlows) async -> [String: ServiceResult] {
+        guard let template = served.bundle.screens[name], !template.serviceLoads.isEmpty,
+            ParameterCheck.problem(parameters, specs: template.parameters) == nil
+        else { return [:] }
+        let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
+        let requests = ScreenRendering.serviceRequests(template, parameters: parameters, subject: subject)
+        return await withTaskGroup(of: (String, ServiceResult).self) { group in
+            for (load, request) in requests {
+                let definition = served.bundle.services[request.service] ?? ServiceDefinition(name: request.service)
+                group.addTask { [services] in (load, await services.call(request, service: definition)) }
+            }
+            var results: [String: ServiceResult] = [:]
+            for await (load, result) in group { results[load] = result }
+            return results
+        }
+    }
+
     private func screen(
         _ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows,
-        db: PostgresConnection
+        fetched: [String: ServiceResult] = [:], db: PostgresConnection
     ) throws -> FittedReply {
         guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let screen = try ScreenRendering.render(
-            template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil))
+            template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil), fetched: fetched)
         let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, served: served)
         return served.fitter.fit(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
     }
@@ -316,6 +353,10 @@ public final class FlowRuntime: Sendable {
         var finished: SessionResult?
         /// The fits of the reply's parts, published after COMMIT.
         var tallies: [@Sendable () -> Void] = []
+        /// The step stopped at a service call: ``reply`` is not the answer yet.
+        var calling: CallWork? = nil
+        /// Another request's call for this step is in flight: ``reply`` is not the answer yet.
+        var awaiting: CallWait? = nil
     }
 
     /// Runs `body` in a transaction and publishes what it returned, once.
@@ -328,24 +369,15 @@ public final class FlowRuntime: Sendable {
     private func run(flow: String, started: ContinuousClock.Instant, _ body: @escaping @Sendable (PostgresConnection) throws -> StepResult)
         async throws -> CommandReply
     {
-        let attempt = Mutex<StepResult?>(nil)
         do {
-            var result: StepResult
-            do {
-                result = try await pool.withTransaction { db in
-                    let result = try body(db)
-                    attempt.withLock { $0 = result }
-                    return result
-                }
-            } catch let error as PostgresError where error.code == .commitOutcomeUnknown {
-                let first = attempt.withLock { $0 }
-                logger.warning("the connection broke after COMMIT was sent; the command log decides", metadata: ["flow": .string(flow)])
-                result = try await pool.withTransaction { db in
-                    let again = try body(db)
-                    if again.reply.replayed, let first, first.reply.body == again.reply.body { return first }
-                    return again
-                }
+            var result = try await transaction(flow: flow, body)
+            let startedFlow = result.startedFlow
+            if let wait = result.awaiting {
+                result = try await waitForCall(wait)
+            } else if let work = result.calling {
+                result = try await call(work)
             }
+            result.startedFlow = result.startedFlow ?? startedFlow
             report(result, started: started)
             return result.reply
         } catch {
@@ -361,6 +393,61 @@ public final class FlowRuntime: Sendable {
                 throw mapped
             }
             throw error
+        }
+    }
+
+    /// Makes a step's service calls, one after another, until the step answers. Duplicates of
+    /// the command arriving meanwhile on this replica wait for that answer.
+    private func call(_ first: CallWork) async throws -> StepResult {
+        let key = Self.flightKey(first.session, first.calling.step)
+        let flight = CallFlight()
+        let ours = flights.withLock { flights -> Bool in
+            if flights[key] != nil { return false }
+            flights[key] = flight
+            return true
+        }
+        if !ours {
+            return try await waitForCall(CallWait(session: first.session, calling: first.calling, flow: first.command.claims.flow))
+        }
+        do {
+            var result = try await perform(first)
+            while let next = result.calling { result = try await perform(next) }
+            flights.withLock { _ = $0.removeValue(forKey: key) }
+            flight.finish(.success(result.reply.body))
+            return result
+        } catch {
+            flights.withLock { _ = $0.removeValue(forKey: key) }
+            flight.finish(.failure(error))
+            throw error
+        }
+    }
+
+    /// Runs `body` in a transaction and returns what it decided.
+    ///
+    /// If the connection breaks after COMMIT was sent, nobody knows whether the transaction
+    /// committed. The body is then run again in a new transaction, and the command log
+    /// decides: if the first attempt committed, the body finds its log entry and answers a
+    /// replay of the same bytes, and the first attempt's result is delivered (not marked as a
+    /// replay, counted once); if it did not, this is the command's first and only run.
+    func transaction(flow: String, _ body: @escaping @Sendable (PostgresConnection) throws -> StepResult) async throws -> StepResult {
+        let attempt = Mutex<StepResult?>(nil)
+        do {
+            return try await pool.withTransaction { db in
+                let result = try body(db)
+                attempt.withLock { $0 = result }
+                return result
+            }
+        } catch let error as PostgresError where error.code == .commitOutcomeUnknown {
+            let first = attempt.withLock { $0 }
+            logger.warning("the connection broke after COMMIT was sent; the command log decides", metadata: ["flow": .string(flow)])
+            return try await pool.withTransaction { db in
+                let again = try body(db)
+                if again.reply.replayed, let first, first.reply.body == again.reply.body { return first }
+                // A step that stopped at a call committed its calling record: going on with
+                // the first attempt's call is going on with the same key.
+                if let first, first.calling != nil, again.awaiting != nil { return first }
+                return again
+            }
         }
     }
 
@@ -392,7 +479,7 @@ public final class FlowRuntime: Sendable {
         guard let subject = FlowSubject(claims.subject), engine.flow.audience.admits(subject.kind) else {
             throw CommandError(.forbidden, "flow '\(claims.flow)' cannot run as \(claims.subject)", flow: claims.flow)
         }
-        var session = SessionRow(
+        let session = SessionRow(
             id: id, subject: claims.subject, flow: claims.flow, definitionHash: engine.flow.hash, state: engine.flow.start,
             step: 0, context: [:], status: "active", expiresAt: request.now.addingTimeInterval(engine.flow.ttl.seconds))
         // An expired start action may still be a retry of one that ran: look, but never start.
@@ -403,6 +490,9 @@ public final class FlowRuntime: Sendable {
             }
             guard existing.subject == claims.subject else {
                 throw CommandError(.forbidden, "this action belongs to someone else", flow: claims.flow)
+            }
+            if logged == nil, existing.step == 0, let calling = Calling(existing) {
+                return continueCalling(calling, session: existing, command: request, event: "start", db: db)
             }
             // The same button again (a double tap, a retry) gets the session's first answer —
             // unless the session has moved past it: then this screen is out of date.
@@ -415,23 +505,13 @@ public final class FlowRuntime: Sendable {
             subject: subject, flow: claims.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let step = try engine.start(parameters: parameters, host: host, call: call)
-        session.state = step.session.state
-        session.context = step.session.context
-        session.step = 1
-        session.status = step.finished?.rawValue ?? "active"
-        let (fitted, outcome) = try encode(step.reply, session: session, request: request)
-        SessionStore.record(
-            db, session: session, loggedStep: 0, event: "start", inputDigest: request.inputDigest, response: fitted.bytes,
-            outcome: outcome.rawValue)
-        return StepResult(
-            reply: CommandReply(body: fitted.bytes, replayed: false, outcome: outcome, flow: claims.flow),
-            startedFlow: claims.flow, finished: step.finished, tallies: [fitted.publish])
+        return try settle(step, session: session, engine: engine, command: request, event: "start", startedFlow: claims.flow, db: db)
     }
 
     private func step(_ request: CommandRequest, db: PostgresConnection) throws -> StepResult {
         let claims = request.claims
         guard let id = claims.sessionID else { throw CommandError(.invalidPayload, "the payload names no session") }
-        guard case (var session, var logged)? = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) else {
+        guard case (let session, var logged)? = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) else {
             // A genuine payload for a session that is gone (cleaned up): start over.
             return StepResult(reply: expiredBody(flow: claims.flow, parameters: nil, request: request))
         }
@@ -461,6 +541,10 @@ public final class FlowRuntime: Sendable {
         guard session.status == "active", session.step == claims.step else {
             return StepResult(reply: stale(flow: session.flow))
         }
+        // A service call of this step is in flight, or its replica died mid-call.
+        if let calling = Calling(session) {
+            return continueCalling(calling, session: session, command: request, event: claims.event, db: db)
+        }
         let engine = try engine(hash: session.definitionHash, served: request.served, db: db)
         guard let subject = FlowSubject(session.subject) else {
             throw CommandError(.forbidden, "the session's subject is not valid", flow: session.flow)
@@ -471,19 +555,7 @@ public final class FlowRuntime: Sendable {
         let result = try engine.handle(
             event: claims.event, input: request.input, session: FlowSessionState(state: session.state, context: session.context),
             host: host, call: call)
-        let loggedStep = session.step
-        session.state = result.session.state
-        session.context = result.session.context
-        session.step += 1
-        session.status = result.finished?.rawValue ?? "active"
-        session.expiresAt = request.now.addingTimeInterval(engine.flow.ttl.seconds)
-        let (fitted, outcome) = try encode(result.reply, session: session, request: request)
-        SessionStore.record(
-            db, session: session, loggedStep: loggedStep, event: claims.event, inputDigest: request.inputDigest, response: fitted.bytes,
-            outcome: outcome.rawValue)
-        return StepResult(
-            reply: CommandReply(body: fitted.bytes, replayed: false, outcome: outcome, flow: session.flow),
-            finished: result.finished, tallies: [fitted.publish])
+        return try settle(result, session: session, engine: engine, command: request, event: claims.event, db: db)
     }
 
     // MARK: - Helpers
@@ -499,7 +571,7 @@ public final class FlowRuntime: Sendable {
 
     /// The engine for a definition hash: current files first, then definitions stored by
     /// earlier deployments (a session keeps the rules it started on).
-    private func engine(hash: String, served: ServedFlows, db: PostgresConnection) throws -> FlowEngine {
+    func engine(hash: String, served: ServedFlows, db: PostgresConnection) throws -> FlowEngine {
         if let engine = pinned.withLock({ $0[hash] }) { return engine }
         guard let stored = try SessionStore.definitionSource(db, hash: hash) else {
             throw FlowEngineError(kind: .definition, message: "no flow definition with hash \(hash.prefix(12)) is stored")
@@ -513,7 +585,7 @@ public final class FlowRuntime: Sendable {
         return engine
     }
 
-    private func encode(_ reply: FlowReply, session: SessionRow, request: CommandRequest) throws -> (FittedReply, CommandOutcome) {
+    func encode(_ reply: FlowReply, session: SessionRow, request: CommandRequest) throws -> (FittedReply, CommandOutcome) {
         let encoder = makeEncoder(
             session: ReplyEncoder.Session(
                 subject: session.subject, flow: session.flow, id: session.id, step: session.step,
@@ -539,13 +611,13 @@ public final class FlowRuntime: Sendable {
         }
     }
 
-    private func replay(_ logged: [UInt8], flow: String) -> CommandReply {
+    func replay(_ logged: [UInt8], flow: String) -> CommandReply {
         CommandReply(body: logged, replayed: true, outcome: .replayed, flow: flow)
     }
 
     /// What a command that is not the one its step processed gets: it changes nothing, and the
     /// client reloads what it shows.
-    private func stale(flow: String) -> CommandReply {
+    func stale(flow: String) -> CommandReply {
         CommandReply(body: Self.staleBody, replayed: false, outcome: .stale, flow: flow)
     }
 

@@ -101,6 +101,19 @@ enum SessionStore {
             [session.id, loggedStep, event, String(decoding: response, as: UTF8.self), outcome, inputDigest])
     }
 
+    /// Queues the session's new state without a log row (a step waiting on a service call).
+    static func update(_ db: PostgresConnection, session: SessionRow) {
+        db.enqueue(
+            """
+            UPDATE flow_sessions SET state = $2, context = $3::jsonb, status = $4, updated_at = now()
+            WHERE id = $1
+            """,
+            [
+                session.id, session.state,
+                PostgresJSON(String(decoding: JSONEncoding.encode(.object(session.context)), as: UTF8.self)), session.status,
+            ])
+    }
+
     static func markExpired(_ db: PostgresConnection, id: UUID) {
         db.enqueue("UPDATE flow_sessions SET status = 'expired', updated_at = now() WHERE id = $1 AND status = 'active'", [id])
     }

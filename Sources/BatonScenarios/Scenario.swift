@@ -13,6 +13,8 @@ public struct Scenario: Sendable {
     public var subject: String
     public var client: ClientProfile
     public var steps: [Step]
+    /// Canned answers of the backend services the flows call.
+    public var services: [ScenarioServices.Stub] = []
 
     /// One step.
     public struct Step: Sendable {
@@ -45,7 +47,7 @@ public struct Scenario: Sendable {
         public var location: SourceLocation
     }
 
-    static let keys: Set<String> = ["scenario", "as", "client", "steps"]
+    static let keys: Set<String> = ["scenario", "as", "client", "services", "steps"]
     static let stepKeys: Set<String> = [
         "screen", "start", "tap", "open", "again", "sql", "params", "input", "as", "expect", "status", "code", "replay",
     ]
@@ -122,8 +124,12 @@ public struct Scenario: Sendable {
                     expect: item["expect"]?.jsonValue, expectStatus: text(item["status"]).flatMap(Int.init), expectCode: text(item["code"]),
                     expectReplay: text(item["replay"]) == "true", location: item.location))
         }
+        let stubs = root["services"].map { ScenarioServices.stubs($0, error: error) } ?? []
         guard !diagnostics.hasErrors else { return (nil, diagnostics) }
-        return (Scenario(name: name, file: file, location: root.location, subject: subject, client: client, steps: steps), diagnostics)
+        return (
+            Scenario(name: name, file: file, location: root.location, subject: subject, client: client, steps: steps, services: stubs),
+            diagnostics
+        )
     }
 
     /// Loads every `*.yaml` in a directory (paths relative to its grandparent: `Flows/tests/x.yaml`).

@@ -18,10 +18,15 @@ public struct ScenarioResult: Sendable {
 public struct ScenarioRunner: Sendable {
     public let runtime: FlowRuntime
     public let pool: PostgresPool
+    /// The stubs the runtime calls services through, if any: a call no stub answers fails the step.
+    public let services: ScenarioServices?
 
-    public init(runtime: FlowRuntime, pool: PostgresPool) {
+    /// - Parameter services: the runtime's service caller when it runs the scenario's stubs
+    ///   (``ScenarioServices``; build the runtime with `services: ScenarioServices(stubs: scenario.services)`).
+    public init(runtime: FlowRuntime, pool: PostgresPool, services: ScenarioServices? = nil) {
         self.runtime = runtime
         self.pool = pool
+        self.services = services
     }
 
     public func run(_ scenario: Scenario) async -> ScenarioResult {
@@ -85,6 +90,7 @@ public struct ScenarioRunner: Sendable {
                     }
                     continue
                 }
+                for unmatched in services?.takeUnmatched() ?? [] { fail(unmatched) }
                 guard let answer else { continue }
                 if let expectedStatus = step.expectStatus {
                     fail("expected a refusal with status \(expectedStatus), got an answer: \(String(decoding: answer.prefix(200), as: UTF8.self))")

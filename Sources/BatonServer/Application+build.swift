@@ -109,6 +109,7 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
             StudioController(environment: environment, runtime: runtime, contract: live.contract).register(on: router, logger: environment.logger)
         }
         environment.metrics.prepare(flows: runtime.bundle.flows.keys.sorted())
+        environment.metrics.prepare(services: runtime.bundle.services.keys.sorted())
         environment.metrics.recordLoadedFlows(runtime.bundle.flows.mapValues(\.hash))
         services.append(SessionExpiryService(runtime: runtime, interval: .seconds(60), logger: environment.logger))
         services.append(
@@ -126,6 +127,9 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     }
     if environment.configuration.diagnostics {
         DiagnosticsController(pool: environment.pool).register(on: router, catalog: catalog)
+    }
+    if environment.configuration.demoTracking {
+        DemoTrackingController(pool: environment.pool).register(on: router, catalog: catalog)
     }
     environment.metrics.recordBuild(version: BatonVersion.current, commit: BuildInfo.commit)
 

@@ -69,9 +69,11 @@ extension FlowsCommand {
                 let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 4))
                 let signer = try PayloadSigner(keys: [("test", (0..<32).map { _ in UInt8.random(in: 0...255) })])
                 let fitter = definitions.fitter(metrics: BatonMetrics(), buckets: ClientBuckets(), logger: logger)!
-                let runtime = FlowRuntime(bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, logger: logger)
+                let services = ScenarioServices(stubs: scenario.services)
+                let runtime = FlowRuntime(
+                    bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, logger: logger, services: services)
                 try await runtime.publishDefinitions()
-                let result = await ScenarioRunner(runtime: runtime, pool: pool).run(scenario)
+                let result = await ScenarioRunner(runtime: runtime, pool: pool, services: services).run(scenario)
                 await pool.close()
                 if result.passed {
                     print("✓ \(scenario.name)  (\(scenario.file), \(result.stepsRun) steps)")

@@ -4,6 +4,7 @@ import BatonFlows
 import BatonPostgres
 import BatonRuntime
 import BatonServer
+import BatonServices
 import Configuration
 import Foundation
 import Hummingbird
@@ -49,7 +50,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let flowsSource { extra["baton.flows.source"] = ConfigValue(.string(flowsSource), isSecret: false) }
         if watch { extra["baton.flows.watch"] = ConfigValue(.bool(true), isSecret: false) }
         if dev { extra["baton.dev"] = ConfigValue(.bool(true), isSecret: false) }
-        let configuration: BatonConfiguration
+        var configuration: BatonConfiguration
         do {
             configuration = try await common.loadConfiguration(extra: extra)
             // Before anything starts: a refused configuration leaves no cluster running.
@@ -93,6 +94,22 @@ struct ServeCommand: AsyncParsableCommand {
             let errors = definitions.diagnostics.filter { $0.severity == .error }
             fail("the flows in \(configuration.flowsDirectory) have \(errors.count) error(s); not starting:\n" + errors.map(\.description).joined(separator: "\n"))
         }
+        // Services: each declared one needs its address. In development the demo tracking API
+        // stands in for an unconfigured `tracking`.
+        if configuration.development, bundle.services["tracking"] != nil, configuration.serviceSetting("baton.service.tracking.url") == nil {
+            configuration.demoTracking = true
+            let configured = configuration.serviceSetting
+            let demo = "http://127.0.0.1:\(configuration.httpPort)\(DemoTrackingController.prefix)"
+            configuration.serviceSetting = { key in key == "baton.service.tracking.url" ? demo : configured(key) }
+            logger.notice("serving the demo tracking API for the tracking service", metadata: ["url": .string(demo)])
+        }
+        let serviceClient = ServiceClient(settings: configuration.serviceSetting, metrics: metrics, logger: logger)
+        for service in bundle.services.values.sorted(by: { $0.name < $1.name }) {
+            do { _ = try serviceClient.endpoint(for: service) } catch {
+                // Not fatal: flows that call it answer their `unavailable` outcome until it is set.
+                logger.error("service not configured; its calls will fail", metadata: ["problem": .string(error.description)])
+            }
+        }
         let runtime: FlowRuntime
         let authenticator: BearerAuthenticator
         do {
@@ -113,7 +130,8 @@ struct ServeCommand: AsyncParsableCommand {
                 logger.warning("no bearer-token keys configured (BATON_JWT_HS256_SECRET / BATON_JWT_PUBLIC_KEYS): only device flows work")
             }
             runtime = FlowRuntime(
-                bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, metrics: metrics, logger: logger)
+                bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, metrics: metrics, logger: logger,
+                services: serviceClient, callWait: configuration.serviceCallWait, callBudget: configuration.serviceCallBudget)
             try await runtime.publishDefinitions()
         } catch {
             await pool.close()

@@ -23,8 +23,8 @@ struct BuiltinFlowsTests {
         return registry
     }
 
-    func environment() async throws -> BatonEnvironment {
-        let environment = try await TestApplication.environment(flows: Self.flows, registry: Self.registry())
+    func environment(services: (any ServiceCaller)? = nil) async throws -> BatonEnvironment {
+        let environment = try await TestApplication.environment(flows: Self.flows, registry: Self.registry(), services: services)
         _ = try await environment.pool.withConnection { try DemoData.seed($0) }
         return environment
     }
@@ -47,9 +47,10 @@ struct BuiltinFlowsTests {
         #expect(diagnostics.isEmpty, "\(diagnostics)")
         #expect(scenarios.count >= 10)
         for scenario in scenarios {
-            let environment = try await environment()
+            let services = ScenarioServices(stubs: scenario.services)
+            let environment = try await environment(services: services)
             let runtime = try #require(environment.runtime)
-            let result = await ScenarioRunner(runtime: runtime, pool: environment.pool).run(scenario)
+            let result = await ScenarioRunner(runtime: runtime, pool: environment.pool, services: services).run(scenario)
             await environment.pool.close()
             #expect(result.passed, "\(scenario.name):\n\(result.failures.joined(separator: "\n"))")
         }
@@ -61,10 +62,10 @@ struct BuiltinFlowsTests {
         try await app.test(.router) { client in
             let user = try await client.execute(uri: "/v3/screens/home", method: .get, headers: try await userHeaders("ida")).json
             let ids = user["sections"]?.arrayValue?.flatMap { $0["components"]?.arrayValue ?? [] }.compactMap { $0["id"]?.stringValue }
-            #expect(ids == ["playlists", "favourites", "catalog", "new-playlist", "send-parcel"])
+            #expect(ids == ["playlists", "favourites", "catalog", "new-playlist", "send-parcel", "track-parcel"])
             let device = try await client.execute(uri: "/v3/screens/home", method: .get, headers: deviceHeaders("9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d")).json
             let deviceIDs = device["sections"]?.arrayValue?.flatMap { $0["components"]?.arrayValue ?? [] }.compactMap { $0["id"]?.stringValue }
-            #expect(deviceIDs == ["catalog", "send-parcel"])
+            #expect(deviceIDs == ["catalog", "send-parcel", "track-parcel"])
             let parcels = try await client.execute(uri: "/v3/screens/send-parcel", method: .get, headers: deviceHeaders("9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d")).json
             let locations = parcels["sections"]?.arrayValue?.first?["components"]?.arrayValue ?? []
             #expect(locations.count == 5)

@@ -3,6 +3,7 @@ import BatonFlows
 import BatonPostgres
 import BatonRuntime
 import BatonServer
+import BatonServices
 import Configuration
 import Foundation
 import JWTKit
@@ -42,7 +43,7 @@ public enum TestApplication {
         conninfo: String? = nil, migrator: Migrator? = nil, poolSize: Int = 4, flows: URL? = nil,
         registry: FlowRegistry = FlowRegistry(), contract: URL? = nil, allowlist: URL? = nil,
         clock: @escaping @Sendable () -> Date = { Date() }, faults: PostgresFaults? = nil,
-        configure: (inout BatonConfiguration) -> Void = { _ in }
+        services: (any ServiceCaller)? = nil, configure: (inout BatonConfiguration) -> Void = { _ in }
     ) async throws -> BatonEnvironment {
         let configuration = try configuration(configure)
         let metrics = BatonMetrics()
@@ -71,7 +72,9 @@ public enum TestApplication {
             }
             runtime = FlowRuntime(
                 bundle: loaded.bundle, registry: registry, pool: pool, signer: try PayloadSigner(configuration: signingKeys),
-                fitter: fitter, metrics: metrics, logger: logger, clock: clock)
+                fitter: fitter, metrics: metrics, logger: logger, clock: clock,
+                services: services ?? ServiceClient(settings: configuration.serviceSetting, metrics: metrics, logger: logger),
+                callWait: configuration.serviceCallWait, callBudget: configuration.serviceCallBudget)
             definitions = loaded
             try await runtime?.publishDefinitions()
         }

@@ -45,6 +45,12 @@ import SystemPackage
 ///   `false`; `true` (its API needs a bearer token with a `studio: true` claim); `dev` (open,
 ///   mints demo users' tokens: `scripts/run.sh`; loopback `http.host` only).
 /// - `baton.studio.dir` (`BATON_STUDIO_DIR`, default `Studio`): the studio's page and renderer.
+/// - `baton.service.<name>.url` (`BATON_SERVICE_<NAME>_URL`): the base URL of a service in
+///   `Flows/services.yaml`; `.token` / `.secret` (secret) for its bearer or HMAC auth. In
+///   development (`--dev`) without `baton.service.tracking.url`, the demo tracking API at
+///   `/demo/tracking` is served and used.
+/// - `baton.service.call.wait` (`BATON_SERVICE_CALL_WAIT`, seconds, default 5): how long a repeat
+///   of a command whose service call is in flight waits for its answer before 409.
 /// - `log.level` (`LOG_LEVEL`, default info), `log.format` (`LOG_FORMAT`: json | logfmt, default json).
 public struct BatonConfiguration: Sendable {
     public var databaseURL: String?
@@ -93,6 +99,16 @@ public struct BatonConfiguration: Sendable {
     public var releaseCheckInterval: Duration
     /// This replica's name in release reports.
     public var replicaName: String
+    /// Reads a service's settings (`baton.service.<name>.url`, `.token`, `.secret`).
+    public var serviceSetting: @Sendable (String) -> String?
+    /// Serve the demo tracking API at `/demo/tracking` (development without a tracking URL).
+    public var demoTracking = false
+    /// How long a repeat of a command whose service call is in flight waits for its answer.
+    public var serviceCallWait: Duration
+
+    /// The most one service call may take (every attempt and backoff): what is left of the
+    /// request's deadline after the command's own work (2 s), at most 8 s.
+    public var serviceCallBudget: Duration { max(.milliseconds(100), min(.seconds(8), requestTimeout - .seconds(2))) }
 
     /// Where `serve` takes its flows from.
     public enum FlowsSource: String, Sendable {
@@ -189,6 +205,11 @@ public struct BatonConfiguration: Sendable {
         }
         releaseCheckInterval = .milliseconds(Int(checkInterval * 1000))
         replicaName = reader.string(forKey: "baton.replica", default: "\(ProcessInfo.processInfo.hostName):\(getpid())")
+        serviceSetting = { key in
+            let secret = key.hasSuffix(".token") || key.hasSuffix(".secret")
+            return reader.string(forKey: ConfigKey(key), isSecret: secret).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        serviceCallWait = try seconds("baton.service.call.wait", "BATON_SERVICE_CALL_WAIT", default: 5, within: 0...60)
         if studio == .development, !["127.0.0.1", "::1", "localhost"].contains(httpHost) {
             throw Error(
                 description: "baton.studio (BATON_STUDIO) = dev serves the studio without a token and mints anyone's token; "

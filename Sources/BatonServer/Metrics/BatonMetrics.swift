@@ -2,6 +2,7 @@ import BatonContract
 import BatonFlows
 import BatonPostgres
 import BatonRuntime
+import BatonServices
 import Prometheus
 import Synchronization
 
@@ -51,6 +52,9 @@ public final class BatonMetrics: Sendable {
         static var rateLimited: Family { Family(namespace: "baton", metricName: "rate_limited", unitName: "total", helpText: "Requests refused with 429 because a limit was reached, by limit (scope).") }
         static var releaseInfo: Family { Family(namespace: "baton", metricName: "flows_release", unitName: "info", helpText: "Always 1 for the flows release this process serves (release is the release id, or files); role is current or ramp.") }
         static var reloads: Family { Family(namespace: "baton", metricName: "flows_reloads", unitName: "total", helpText: "Attempts to serve another flows bundle (a release or edited files), by result (ok, failed).") }
+        static var serviceCalls: Family { Family(namespace: "baton", metricName: "service_calls", unitName: "total", helpText: "Service calls made by flows, by service and outcome (2xx, 4xx, 5xx, timeout, circuit_open, failed, bad_response, refused), retries included in one call.") }
+        static var serviceDuration: Family { Family(namespace: "baton", metricName: "service_call_duration", unitName: "seconds", helpText: "Time of one service call, every attempt and backoff included, by service.") }
+        static var circuitOpen: Family { Family(namespace: "baton", metricName: "service_circuit", unitName: "open", helpText: "1 while the service's circuit breaker is open (calls fail fast as circuit_open), else 0; by service.") }
         static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
     }
 
@@ -201,6 +205,18 @@ public final class BatonMetrics: Sendable {
         registry.makeCounter(descriptor: Families.rateLimited, labels: [("scope", scope)]).increment()
     }
 
+    // MARK: - Services
+
+    /// Makes the service series exist at zero from the start (so dashboards and alerts see
+    /// every declared service before its first call).
+    public func prepare(services: [String]) {
+        for service in services {
+            registry.makeGauge(descriptor: Families.circuitOpen, labels: [("service", service)]).set(to: 0)
+            _ = registry.makeCounter(descriptor: Families.serviceCalls, labels: [("service", service), ("outcome", "2xx")])
+            _ = registry.makeDurationHistogram(descriptor: Families.serviceDuration, labels: [("service", service)], buckets: Self.latencyBuckets)
+        }
+    }
+
     // MARK: - Releases
 
     /// Publishes `baton_flows_release_info{release,role} 1` for what is served now (and makes
@@ -274,5 +290,17 @@ extension BatonMetrics: RuntimeMetrics {
                 _ = registry.makeCounter(descriptor: Families.sessionsFinished, labels: [("flow", flow), ("result", result.rawValue)])
             }
         }
+    }
+}
+
+extension BatonMetrics: ServiceMetrics {
+    public func callFinished(service: String, outcome: String, duration: Duration) {
+        registry.makeCounter(descriptor: Families.serviceCalls, labels: [("service", service), ("outcome", outcome)]).increment()
+        registry.makeDurationHistogram(descriptor: Families.serviceDuration, labels: [("service", service)], buckets: Self.latencyBuckets)
+            .record(duration)
+    }
+
+    public func circuitChanged(service: String, isOpen: Bool) {
+        registry.makeGauge(descriptor: Families.circuitOpen, labels: [("service", service)]).set(to: isOpen ? 1 : 0)
     }
 }

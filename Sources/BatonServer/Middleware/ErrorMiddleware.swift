@@ -128,7 +128,7 @@ extension APIError {
         var headers: HTTPFields = [:]
         switch error.kind {
         case .unauthenticated: headers[.wwwAuthenticate] = "Bearer"
-        case .inFlight: headers[.retryAfter] = "1"
+        case .inFlight: headers[.retryAfter] = String(max(1, error.retryAfter ?? 1))
         case .rateLimited:
             // IETF httpapi RateLimit header fields: the policy reached, and when it resets.
             let wait = max(1, error.retryAfter ?? 1)

@@ -1,0 +1,447 @@
+import BatonBuiltinFlows
+import BatonFlows
+import BatonJSON
+import BatonPostgres
+import BatonRuntime
+import BatonScenarios
+import BatonServer
+import BatonServices
+import BatonTestSupport
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Synchronization
+import Testing
+
+/// Issue 13: flows call backend services. The client against a real HTTP server the tests
+/// start (retries, backoff, the circuit, timeouts, egress), and the runtime's two transactions
+/// around a call (exactly once across the network, no connection held while it is in flight).
+@Suite("Service calls")
+struct ServiceCallTests {
+    static var logger: Logger {
+        var logger = Logger(label: "service-test")
+        logger.logLevel = ProcessInfo.processInfo.environment["BATON_TEST_LOG"] != nil ? .debug : .critical
+        return logger
+    }
+
+    static func client(_ server: TrackingServer, resolve: @escaping @Sendable (String) -> [String] = EgressRule.resolve) -> ServiceClient {
+        let url = server.baseURL
+        return ServiceClient(
+            settings: { $0 == "baton.service.tracking.url" ? url : ($0 == "baton.service.tracking.token" ? "sesame" : nil) },
+            logger: logger, resolve: resolve)
+    }
+
+    static func tracking(
+        internal isInternal: Bool = true, attempts: Int = 3, attempt: Duration = .seconds(2), backoff: Duration = .milliseconds(100),
+        failures: Int = 5, open: Duration = .seconds(30), auth: ServiceDefinition.Auth = .none
+    ) -> ServiceDefinition {
+        ServiceDefinition(
+            name: "tracking", auth: auth, isInternal: isInternal, connectTimeout: .seconds(1), attemptTimeout: attempt, attempts: attempts,
+            backoff: backoff, maxBackoff: .seconds(1), circuitFailures: failures, circuitOpen: open)
+    }
+
+    static func get(_ code: String) -> ServiceRequest { ServiceRequest(service: "tracking", method: "GET", path: "/v1/parcels/\(code)") }
+
+    // MARK: - The client
+
+    @Test("503s are retried with exponential backoff until an attempt succeeds; a keyless write is never retried")
+    func retries() async throws {
+        let server = try await TrackingServer()
+        let client = Self.client(server)
+        server.configure { $0.failNext = 2 }
+        let started = ContinuousClock.now
+        let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(backoff: .milliseconds(200)))
+        let elapsed = ContinuousClock.now - started
+        guard case .response(200, let body) = result else { Issue.record("expected 200, got \(result)"); return }
+        #expect(body["code"] == "3SDEMO0000001")
+        #expect(server.requests.count == 3, "two 503s, then the answer")
+        // Equal jitter: at least half of each step (200 ms, then 400 ms) is waited.
+        #expect(elapsed >= .milliseconds(300), "backoff was waited: \(elapsed)")
+
+        server.configure { $0.failNext = 3 }
+        let exhausted = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 3, backoff: .milliseconds(10)))
+        #expect(exhausted == .response(status: 503, body: .null), "after every attempt the last status stands")
+        #expect(server.requests.count == 6)
+
+        server.configure { $0.failNext = 1 }
+        let write = ServiceRequest(service: "tracking", method: "POST", path: "/v1/parcels/3SDEMO0000001/redirect", body: ["location": "UT-0001"])
+        let unkeyed = await client.call(write, service: Self.tracking())
+        #expect(unkeyed == .response(status: 503, body: .null))
+        #expect(server.requests.count == 7, "a write without an idempotency key is sent once")
+        await server.stop()
+    }
+
+    @Test("consecutive failures open the circuit: calls fail fast without reaching the service; a probe after the pause closes it")
+    func circuit() async throws {
+        let server = try await TrackingServer()
+        let client = Self.client(server)
+        let service = Self.tracking(attempts: 1, failures: 2, open: .milliseconds(600))
+        server.configure { $0.forceStatus = 500 }
+        for _ in 0..<2 { _ = await client.call(Self.get("3SDEMO0000001"), service: service) }
+        #expect(client.isCircuitOpen("tracking"))
+        let refused = await client.call(Self.get("3SDEMO0000001"), service: service)
+        #expect(refused == .failure(.circuitOpen))
+        #expect(server.requests.count == 2, "an open circuit sends nothing")
+
+        server.configure { $0.forceStatus = nil }
+        try await Task.sleep(for: .milliseconds(700))
+        let probe = await client.call(Self.get("3SDEMO0000001"), service: service)
+        guard case .response(200, _) = probe else { Issue.record("the probe should pass: \(probe)"); return }
+        #expect(!client.isCircuitOpen("tracking"))
+        #expect(server.requests.count == 3)
+        await server.stop()
+    }
+
+    @Test("a silent service is a timeout within attempts × the attempt timeout, never a hang")
+    func timeouts() async throws {
+        let server = try await TrackingServer()
+        let client = Self.client(server)
+        server.configure { $0.delay = .seconds(5) }
+        let started = ContinuousClock.now
+        let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 2, attempt: .milliseconds(300), backoff: .milliseconds(50)))
+        let elapsed = ContinuousClock.now - started
+        #expect(result == .failure(.timeout))
+        #expect(server.requests.count == 2, "a timeout is retried")
+        #expect(elapsed < .seconds(3), "bounded by the attempts' timeouts: \(elapsed)")
+        await server.stop()
+    }
+
+    @Test("egress: private and loopback addresses only for internal services; names resolving to them too; redirects are not followed")
+    func egress() async throws {
+        let server = try await TrackingServer()
+        let external = Self.tracking(internal: false)
+        let client = Self.client(server)
+        #expect(await client.call(Self.get("3SDEMO0000001"), service: external) == .failure(.refused))
+        #expect(server.requests.isEmpty, "nothing left for a refused address")
+
+        // A public-looking name that resolves to the metadata address or a private one.
+        for address in ["169.254.169.254", "10.1.2.3", "192.168.0.7", "::1", "fd00::1", "::ffff:127.0.0.1"] {
+            #expect(EgressRule.refusal(host: "tracking.example.com", isInternal: false, resolve: { _ in [address] }) != nil, "\(address)")
+        }
+        #expect(EgressRule.refusal(host: "tracking.example.com", isInternal: false, resolve: { _ in ["93.184.216.34"] }) == nil)
+        #expect(EgressRule.refusal(host: "10.0.0.1", isInternal: true, resolve: { _ in [] }) == nil)
+
+        // Only http(s) base URLs with a host, without credentials, query or fragment.
+        for bad in ["ftp://tracking", "http://user:pw@tracking", "http://tracking/?x=1", "tracking", "http:///v1"] {
+            #expect(throws: ServiceConfigurationError.self) { try ServiceClient.Endpoint(definition: external, baseURL: bad) }
+        }
+        // A path built from input cannot leave the service's path: references are one encoded segment.
+        let spec = ServiceCallSpec(
+            service: "tracking", method: "GET", path: try TemplateString(parsing: "/v1/parcels/{{input.value}}"),
+            location: SourceLocation(file: "x", line: 1, column: 1))
+        let rendered = spec.render(TemplateScope(["input": ["value": "../../admin?x=1#y"]]))
+        #expect(rendered.path == "/v1/parcels/%2E%2E%2F%2E%2E%2Fadmin%3Fx%3D1%23y")
+        await server.stop()
+    }
+
+    @Test("bearer auth sends the configured token; logs and metrics never see it")
+    func bearer() async throws {
+        let server = try await TrackingServer()
+        let client = Self.client(server)
+        _ = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(auth: .bearer))
+        #expect(server.requestHeaders.last?["authorization"] == "Bearer sesame")
+        await server.stop()
+    }
+
+    // MARK: - Flows over HTTP
+
+    func environment(_ server: TrackingServer, poolSize: Int = 4, callWait: Duration = .seconds(5)) async throws -> BatonEnvironment {
+        let url = server.baseURL
+        let environment = try await TestApplication.environment(
+            poolSize: poolSize, flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry(),
+            configure: { configuration in
+            let configured = configuration.serviceSetting
+            configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
+            configuration.serviceCallWait = callWait
+        })
+        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        return environment
+    }
+
+    func action(_ answer: JSONValue, titled title: String) throws -> String {
+        try #require(ScenarioRunner.payload(titled: title, in: answer), "no action titled \(title) in \(answer)")
+    }
+
+    /// Walks to the pickup-point choice for `code`; returns the choice answer.
+    func choosePoint(_ client: some TestClientProtocol, code: String, headers: HTTPFields) async throws -> JSONValue {
+        let home = try await client.execute(uri: "/v3/screens/home", method: .get, headers: headers).json
+        let ask = try await client.command(try action(home, titled: "Track a parcel"), headers: headers).json
+        let status = try await client.command(try action(ask, titled: "submit"), input: ["text": .string(code)], headers: headers).json
+        #expect(status["screen"]?["title"] == .string("Parcel \(code)"), "\(status)")
+        return try await client.command(try action(status, titled: "Deliver to a pickup point"), headers: headers).json
+    }
+
+    @Test("track-parcel against the real server: status, then a redirect applied once, with a key derived from session, step and event")
+    func trackAndRedirect() async throws {
+        let server = try await TrackingServer()
+        let environment = try await environment(server)
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("henk")
+            let choice = try await choosePoint(client, code: "3SDEMO0000001", headers: headers)
+            let submit = try action(choice, titled: "submit")
+            let done = try await client.command(submit, input: ["choice": "UT-0002"], headers: headers)
+            #expect(done.json == ["type": "done", "message": "Parcel 3SDEMO0000001 will go to your pickup point; expected 2026-11-27.", "refresh": true])
+            #expect(server.redirects == ["3SDEMO0000001": "UT-0002"])
+            let key = try #require(server.requests.last?.key)
+            #expect(key.hasPrefix("baton-") && key.count == 38)
+            #expect(server.applied == [key: 1])
+            // The same tap again is the stored reply; the service is not called again.
+            let again = try await client.command(submit, input: ["choice": "UT-0002"], headers: headers)
+            #expect(again.headers[.idempotentReplay] == "true")
+            #expect(again.body == done.body)
+            #expect(server.requests.filter { $0.method == "POST" }.count == 1)
+            // Nothing is left marked as calling.
+            let calling = try await environment.pool.query("SELECT count(*) FROM flow_sessions WHERE context ? 'calling'")
+            #expect(try calling[0].decode(Int.self, at: 0) == 0)
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+
+    @Test("404 re-asks with the code; a failing service answers the declared unavailable outcome within the deadline")
+    func outcomes() async throws {
+        let server = try await TrackingServer()
+        let environment = try await environment(server)
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("henk")
+            let home = try await client.execute(uri: "/v3/screens/home", method: .get, headers: headers).json
+            let ask = try await client.command(try action(home, titled: "Track a parcel"), headers: headers).json
+            let unknown = try await client.command(try action(ask, titled: "submit"), input: ["text": "3SDEMO0000099"], headers: headers).json
+            #expect(unknown["error"] == "We don't know parcel 3SDEMO0000099. Check the code and try again.")
+            #expect(unknown["input"]?["value"] == "3SDEMO0000099")
+
+            server.configure { $0.forceStatus = 500 }
+            let failed = try await client.command(try action(unknown, titled: "submit"), input: ["text": "3SDEMO0000001"], headers: headers).json
+            #expect(failed["type"] == "error")
+            #expect(failed["message"] == "Tracking is not answering right now. Try again in a moment.")
+
+            server.configure { $0.forceStatus = nil; $0.delay = .seconds(30) }
+            let retry = try await client.command(try action(failed, titled: "retry"), headers: headers).json
+            let started = ContinuousClock.now
+            let silent = try await client.command(try action(retry, titled: "submit"), input: ["text": "3SDEMO0000001"], headers: headers).json
+            #expect(silent["message"] == "Tracking is not answering right now. Try again in a moment.")
+            // The call's 8 s budget (3 attempts of 2 s, backoff) plus the command's own work: inside the
+            // 10 s request deadline of production, with a margin for this loaded test machine.
+            #expect(ContinuousClock.now - started < .seconds(12))
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+
+    @Test("a double tap during a slow redirect calls the service once; both taps get the one answer")
+    func doubleTapDuringCall() async throws {
+        let server = try await TrackingServer()
+        let environment = try await environment(server)
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("henk")
+            let choice = try await choosePoint(client, code: "3SDEMO0000002", headers: headers)
+            let submit = try action(choice, titled: "submit")
+            server.configure { $0.delay = .milliseconds(1500) }
+            async let first = client.command(submit, input: ["choice": "UT-0001"], headers: headers)
+            try await Task.sleep(for: .milliseconds(300))
+            async let second = client.command(submit, input: ["choice": "UT-0001"], headers: headers)
+            let (a, b) = try await (first, second)
+            #expect(a.status == .ok && b.status == .ok)
+            #expect(a.body == b.body)
+            #expect(a.json["type"] == "done")
+            let replays = [a, b].filter { response in response.headers[.idempotentReplay] == "true" }.count
+            #expect(replays == 1, "the second is the first's answer")
+            #expect(server.requests.filter { $0.method == "POST" }.count == 1, "one call downstream")
+            #expect(server.applied.values.reduce(0, +) == 1)
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+
+    @Test("a redirect applied whose answer is lost is retried with the same key and applied once")
+    func lostAnswer() async throws {
+        let server = try await TrackingServer()
+        let environment = try await environment(server)
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("henk")
+            let choice = try await choosePoint(client, code: "3SDEMO0000003", headers: headers)
+            server.configure { $0.dropAfterApplying = 1 }
+            let done = try await client.command(try action(choice, titled: "submit"), input: ["choice": "UT-0001"], headers: headers).json
+            #expect(done["type"] == "done", "\(done)")
+            let posts = server.requests.filter { $0.method == "POST" }
+            #expect(posts.count == 2, "the first answer was lost, so Baton tried again")
+            #expect(Set(posts.map(\.key)).count == 1, "with the same key")
+            #expect(server.applied.values.reduce(0, +) == 1, "and the service applied it once")
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+
+    @Test("50 concurrent slow calls with a pool of 8 hold no connection: other commands and screens still answer at once")
+    func poolNotHeld() async throws {
+        let server = try await TrackingServer()
+        let environment = try await environment(server, poolSize: 8)
+        try await buildApplication(environment).test(.router) { client in
+            // 50 users, each at the code input.
+            var submits: [(String, HTTPFields)] = []
+            for index in 0..<50 {
+                let headers = try await userHeaders("slow\(index)")
+                let home = try await client.execute(uri: "/v3/screens/home", method: .get, headers: headers).json
+                let ask = try await client.command(try action(home, titled: "Track a parcel"), headers: headers).json
+                submits.append((try action(ask, titled: "submit"), headers))
+            }
+            // Slower than a database call, within the tracking service's 2 s attempt timeout.
+            server.configure { $0.delay = .milliseconds(1200) }
+            let quickDone: ContinuousClock.Instant
+            var slowDone: [ContinuousClock.Instant] = []
+            (quickDone, slowDone) = try await withThrowingTaskGroup(of: ContinuousClock.Instant.self) { group in
+                for (payload, headers) in submits {
+                    group.addTask {
+                        let answer = try await client.command(payload, input: ["text": "3SDEMO0000001"], headers: headers)
+                        #expect(answer.json["type"] == "screen", "\(answer.json)")
+                        return .now
+                    }
+                }
+                // Wait until the calls are out, then use the database while they hang.
+                // (services.yaml lets 32 calls to tracking out at once; the rest wait for a slot.)
+                for _ in 0..<100 where server.requests.filter({ $0.method == "GET" }).count < 32 {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(server.requests.count >= 32, "32 calls are in flight at once, the others queue for the service")
+                let statistics = environment.pool.statistics
+                #expect(statistics.inUse == 0, "no connection is held by a call in flight: \(statistics)")
+                let headers = try await userHeaders("quick")
+                let screen = try await client.execute(uri: "/v3/screens/catalog", method: .get, headers: headers)
+                #expect(screen.status == .ok)
+                let home = try await client.execute(uri: "/v3/screens/home", method: .get, headers: headers).json
+                let ask = try await client.command(try action(home, titled: "New playlist"), headers: headers).json
+                let created = try await client.command(try action(ask, titled: "submit"), input: ["text": "While waiting"], headers: headers)
+                #expect(created.json["type"] == "done")
+                let quick = ContinuousClock.now
+                var finished: [ContinuousClock.Instant] = []
+                for try await instant in group { finished.append(instant) }
+                return (quick, finished)
+            }
+            #expect(slowDone.count == 50)
+            #expect(slowDone.allSatisfy { $0 > quickDone }, "the quick commands answered while every slow call was still in flight")
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+}
+
+/// The real binary, killed while a call is in flight.
+@Suite("Service calls across a crash", .serialized)
+struct ServiceCallCrashTests {
+    @Test("Baton SIGKILLed mid-call: after a restart the client's retry makes the call again with the same key; the service applies it once")
+    func killedMidCall() async throws {
+        let server = try await TrackingServer()
+        let environment = [
+            "BATON_SERVICE_TRACKING_URL": server.baseURL, "BATON_JWT_HS256_SECRET": TestApplication.jwtSecret,
+            "BATON_SIGNING_KEYS": TestApplication.signingKeys,
+        ]
+        let seed = try BatonProcess(arguments: ["seed", "demo"], environment: environment)
+        #expect(try await seed.stop(signal: 0, timeout: .seconds(120)) == 0, "\(seed.log)")
+        var baton = try BatonProcess(arguments: ["serve"], environment: environment, reusing: seed.dataDirectory)
+        try await baton.waitUntilReady()
+        let bearer = try await TestTokens.bearer("henk")
+        let headers = [("Authorization", bearer), ("Content-Type", "application/json")]
+        func command(_ baton: BatonProcess, _ payload: String, _ input: JSONObject? = nil) async throws -> BatonProcess.Reply {
+            var body: JSONObject = ["payload": .string(payload)]
+            if let input { body["input"] = .object(input) }
+            return try await baton.send(.POST, "/v3/command", headers: headers, body: String(decoding: JSONEncoding.encode(.object(body)), as: UTF8.self))
+        }
+        func json(_ reply: BatonProcess.Reply) throws -> JSONValue { try JSONValue.parse(Array(reply.body.utf8)) }
+        func action(_ answer: JSONValue, _ title: String) throws -> String {
+            try #require(ScenarioRunner.payload(titled: title, in: answer), "no \(title) in \(answer)")
+        }
+        let home = try json(try await baton.get("/v3/screens/home", headers: headers))
+        let ask = try json(try await command(baton, try action(home, "Track a parcel")))
+        let status = try json(try await command(baton, try action(ask, "submit"), ["text": "3SDEMO0000001"]))
+        let choice = try json(try await command(baton, try action(status, "Deliver to a pickup point")))
+        let submit = try action(choice, "submit")
+
+        // The service applies the redirect at once but answers only much later: Baton dies first.
+        server.configure { $0.delayAfterApplying = .seconds(60) }
+        let first = baton
+        let pending = Task { try? await command(first, submit, ["choice": "UT-0003"]) }
+        for _ in 0..<200 where server.applied.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(server.applied.count == 1, "the call reached the service")
+        _ = try await baton.stop(signal: SIGKILL)
+        pending.cancel()
+        server.configure { $0.delayAfterApplying = .zero }
+
+        baton = try BatonProcess(arguments: ["serve"], environment: environment, reusing: seed.dataDirectory)
+        try await baton.waitUntilReady()
+        // The client retries, honouring Retry-After while the dead replica's lease runs out.
+        var reply = try await command(baton, submit, ["choice": "UT-0003"])
+        let deadline = ContinuousClock.now + .seconds(60)
+        while reply.status == .conflict, ContinuousClock.now < deadline {
+            #expect(reply.headers.first(name: "Retry-After") != nil)
+            try await Task.sleep(for: .seconds(1))
+            reply = try await command(baton, submit, ["choice": "UT-0003"])
+        }
+        #expect(reply.status == .ok, "\(reply.status) \(reply.body)\n\(baton.log)")
+        #expect(try json(reply)["type"] == "done")
+        let posts = server.requests.filter { $0.method == "POST" }
+        #expect(posts.count == 2, "the call was made again after the crash")
+        #expect(Set(posts.map(\.key)).count == 1, "with the same Idempotency-Key")
+        #expect(server.applied.values.reduce(0, +) == 1, "so the service applied it once")
+        _ = try await baton.stop()
+        await server.stop()
+        try? FileManager.default.removeItem(at: seed.dataDirectory)
+    }
+}
+
+extension ServiceCallTests {
+    @Test("a screen loads from a service with a short timeout; when the service fails or is silent the screen renders its fallback")
+    func screenServiceLoad() async throws {
+        let server = try await TrackingServer()
+        let environment = try await environment(server)
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("henk")
+            let screen = try await client.execute(uri: "/v3/screens/parcel?code=3SDEMO0000001", method: .get, headers: headers).json
+            #expect(screen.value(atPath: "sections.0.components.0.text") == "On its way", "\(screen)")
+
+            server.configure { $0.forceStatus = 500 }
+            let failed = try await client.execute(uri: "/v3/screens/parcel?code=3SDEMO0000001", method: .get, headers: headers)
+            #expect(failed.status == .ok)
+            #expect(failed.json.value(atPath: "sections.0.components.0.id") == "unavailable", "\(failed.json)")
+
+            server.configure { $0.forceStatus = nil; $0.delay = .seconds(10) }
+            let started = ContinuousClock.now
+            let silent = try await client.execute(uri: "/v3/screens/parcel?code=3SDEMO0000001", method: .get, headers: headers)
+            #expect(silent.json.value(atPath: "sections.0.components.0.text") == "We can't show this parcel's status right now. Try again in a moment.")
+            #expect(ContinuousClock.now - started < .seconds(5), "one attempt of 800 ms, not the service's three of 2 s (6 s and more)")
+            let gets = server.requests.filter { $0.method == "GET" }.count
+            #expect(gets == 3, "one call per render, no retry")
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+
+    @Test("lint: a call must handle success and every failure, name known services and valid outcomes")
+    func lint() throws {
+        let source = """
+            flow: lookup
+            start: ask
+            states:
+              ask:
+                input: { title: Code }
+                on:
+                  submit:
+                    call: { service: trackng, path: "/v1/parcels/{{input.value}}" }
+                    outcomes:
+                      200: done
+                      timeuot: done
+                      404: { error: Unknown }
+              done:
+                done: {}
+            """
+        let (flow, loadDiagnostics) = FlowLoader.load(source: source, file: "Flows/lookup.yaml")
+        #expect(loadDiagnostics.isEmpty, "\(loadDiagnostics)")
+        var linter = FlowLinter(catalog: FlowCatalog())
+        linter.services = ["tracking": ServiceDefinition(name: "tracking")]
+        let messages = linter.lint(try #require(flow)).map(\.description)
+        #expect(messages.contains { $0.hasPrefix("Flows/lookup.yaml:8:") && $0.contains("unknown service 'trackng'") && $0.contains("did you mean 'tracking'") }, "\(messages)")
+        #expect(messages.contains { $0.contains("'timeuot' is not a call outcome") && $0.contains("did you mean 'timeout'") }, "\(messages)")
+        #expect(messages.contains { $0.contains("does not handle timeout, circuit_open, failed, bad_response, refused") }, "\(messages)")
+    }
+}
