@@ -152,7 +152,8 @@ struct FieldReferenceChecker {
             guard let declared = catalog.effects[name]?.fields else { return .unknown }
             fields += declared.filter { field in !fields.contains { $0.name == field.name } }
         }
-        let owner = effects.count == 1 ? "the result of effect '\(effects[0])'" : "the result of effects " + effects.map { "'\($0)'" }.joined(separator: " or ")
+        let names = effects.map { "'\($0)'" }.joined(separator: " or ")
+        let owner = effects.count == 1 ? "the result of effect \(names)" : "the result of effects \(names)"
         return .object(fields, owner: owner)
     }
 
@@ -163,7 +164,10 @@ struct FieldReferenceChecker {
         for load in state.loads { check(load.call, context) }
         switch state.response {
         case .input(let input):
-            let texts = [input.title, input.message, input.placeholder, input.value, input.submitTitle, input.cancelTitle, input.validation.patternMessage]
+            let texts = [
+                input.title, input.message, input.placeholder, input.value, input.submitTitle, input.cancelTitle,
+                input.validation.patternMessage,
+            ]
             for text in texts.compactMap({ $0 }) { check(text, context) }
             for option in input.options { for text in [option.id, option.title, option.subtitle].compactMap({ $0 }) { check(text, context) } }
             if let source = input.optionsFrom {

@@ -5,7 +5,8 @@ import Testing
 struct FieldReferenceTests {
     static let catalog = FlowCatalog(
         effects: [
-            CallSignature(name: "playlists.create", arguments: [ArgumentSpec("name")], outcomes: ["created"], fields: [FieldSpec("id"), FieldSpec("name")]),
+            CallSignature(
+                name: "playlists.create", arguments: [ArgumentSpec("name")], outcomes: ["created"], fields: [FieldSpec("id"), FieldSpec("name")]),
             CallSignature(name: "playlists.delete", outcomes: ["deleted"], fields: [FieldSpec("title")]),
             CallSignature(name: "legacy.touch", outcomes: ["touched"]),
         ],
