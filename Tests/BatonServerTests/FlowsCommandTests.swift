@@ -34,6 +34,31 @@ struct FlowsCommandTests {
         #expect(result.output.contains(": 0 error(s), 0 warning(s)"), "\(result.output)")
     }
 
+    @Test("flows test runs from any working directory: the migrations are found without --migrations-dir")
+    func testFromElsewhere() throws {
+        guard let executable = BatonProcess.executable else { throw TestFailure("build the baton executable first (swift build)") }
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("elsewhere-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = [
+            "flows", "test", "--flows-dir", TestDatabase.repositoryRoot.appendingPathComponent("Flows").path, "--filter", "Rename a playlist",
+        ]
+        process.currentDirectoryURL = elsewhere
+        var environment = ProcessInfo.processInfo.environment
+        environment["BATON_MIGRATIONS_DIR"] = nil
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(text.contains("1 of 1 scenario(s) passed"), "\(text)")
+    }
+
     @Test("docs/catalog.md is the current output of `baton flows catalog --markdown`")
     func documentedCatalog() throws {
         let result = try baton(["flows", "catalog", "--markdown"])
