@@ -299,8 +299,12 @@ struct FieldReferenceChecker {
                     return "'{{\(dotted)}}': no field '\(component)' in \(owner)\(hint)"
                 }
                 shape = FieldShape(field, owner: owner)
-            case .list(let element, _):
-                guard Int(component) != nil else { return nil }
+            case .list(let element, let owner):
+                guard Int(component) != nil else {
+                    // A list has elements, not members: this renders as empty text.
+                    let dotted = path.joined(separator: ".")
+                    return "'{{\(dotted)}}': \(owner) is a list, which has no field '\(component)' (use each: or optionsFrom, or an index such as .0)"
+                }
                 shape = element
             case .scalar, .unknown:
                 return nil

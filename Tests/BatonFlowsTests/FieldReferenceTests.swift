@@ -67,6 +67,7 @@ struct FieldReferenceTests {
                       components:
                         - { type: text, id: "t-{{item.id}}", each: "{{data.playlist.tracks}}", text: "{{item.titel}}" }
                         - { type: text, id: count, text: "{{data.playlist.tracks.0.title}} {{data.playlist.zzz}}" }
+                        - { type: text, id: first, text: "{{data.playlist.tracks.title}}" }
                         - { type: button, id: ok, title: OK, action: { type: command, event: ok } }
                 on:
                   ok: finished
@@ -78,6 +79,7 @@ struct FieldReferenceTests {
                 "t.yaml:10:14: error: '{{data.playlist.nmae}}': no field 'nmae' in loader 'playlists.get'; did you mean 'name'?",
                 "t.yaml:14:90: error: '{{item.titel}}': no field 'titel' in each element of 'tracks' of loader 'playlists.get'; did you mean 'title'?",
                 "t.yaml:15:46: error: '{{data.playlist.zzz}}': no field 'zzz' in loader 'playlists.get' (it has id, name, tracks)",
+                "t.yaml:16:46: error: '{{data.playlist.tracks.title}}': 'tracks' of loader 'playlists.get' is a list, which has no field 'title' (use each: or optionsFrom, or an index such as .0)",
             ])
     }
 
