@@ -8,7 +8,7 @@ import Foundation
 /// safe to repeat.
 enum Favourites {
     static func register(into registry: inout FlowRegistry) {
-        registry.loader("favourites.list", returnsList: true) { call in
+        registry.loader("favourites.list", returnsList: true, fields: Playlists.summaryFields) { call in
             let subject = try call.user()
             return .array(
                 try call.database.query(
@@ -22,7 +22,7 @@ enum Favourites {
                 ).map(Playlists.summary))
         }
 
-        registry.effect("favourites.add", arguments: [ArgumentSpec("playlist")], outcomes: ["added"]) { call in
+        registry.effect("favourites.add", arguments: [ArgumentSpec("playlist")], outcomes: ["added"], fields: [FieldSpec("name")]) { call in
             let subject = try call.user()
             let id = try call.uuid("playlist")
             let name = try visibleName(call, id)
@@ -31,7 +31,7 @@ enum Favourites {
             return EffectResult("added", ["name": .string(name)])
         }
 
-        registry.effect("favourites.remove", arguments: [ArgumentSpec("playlist")], outcomes: ["removed"]) { call in
+        registry.effect("favourites.remove", arguments: [ArgumentSpec("playlist")], outcomes: ["removed"], fields: [FieldSpec("name")]) { call in
             let subject = try call.user()
             let id = try call.uuid("playlist")
             let name = try visibleName(call, id)

@@ -9,7 +9,7 @@ enum Playlists {
     static func register(into registry: inout FlowRegistry) {
         // MARK: Loaders
 
-        registry.loader("catalog.list", returnsList: true) { call in
+        registry.loader("catalog.list", returnsList: true, fields: summaryFields) { call in
             .array(
                 try call.database.query(
                     """
@@ -20,7 +20,7 @@ enum Playlists {
                 ).map(summary))
         }
 
-        registry.loader("playlists.mine", returnsList: true) { call in
+        registry.loader("playlists.mine", returnsList: true, fields: summaryFields) { call in
             let owner = try call.user()
             return .array(
                 try call.database.query(
@@ -32,16 +32,16 @@ enum Playlists {
                 ).map(summary))
         }
 
-        registry.loader("playlists.get", arguments: [ArgumentSpec("id")]) { call in
+        registry.loader("playlists.get", arguments: [ArgumentSpec("id")], fields: playlistFields) { call in
             try playlist(call, id: try call.uuid("id"), requireOwner: false)
         }
 
         // The same, for flows that change the playlist: only its owner gets past this.
-        registry.loader("playlists.owned", arguments: [ArgumentSpec("id")]) { call in
+        registry.loader("playlists.owned", arguments: [ArgumentSpec("id")], fields: playlistFields) { call in
             try playlist(call, id: try call.uuid("id"), requireOwner: true)
         }
 
-        registry.loader("tracks.get", arguments: [ArgumentSpec("id")]) { call in
+        registry.loader("tracks.get", arguments: [ArgumentSpec("id")], fields: trackFields) { call in
             guard let row = try call.database.query(
                 "SELECT id, title, artist, duration_seconds FROM tracks WHERE id = $1", [try call.uuid("id")]
             ).first else { throw FlowCallError.notFound("no such track") }
@@ -50,7 +50,10 @@ enum Playlists {
 
         // MARK: Effects
 
-        registry.effect("playlists.create", arguments: [ArgumentSpec("name")], outcomes: ["created", "name_taken"]) { call in
+        registry.effect(
+            "playlists.create", arguments: [ArgumentSpec("name")], outcomes: ["created", "name_taken"],
+            fields: [FieldSpec("id"), FieldSpec("name")]
+        ) { call in
             let owner = try call.user()
             let name = storedName(try call.string("name"))
             let id = UUID()
@@ -65,7 +68,8 @@ enum Playlists {
         }
 
         registry.effect(
-            "playlists.rename", arguments: [ArgumentSpec("playlist"), ArgumentSpec("name")], outcomes: ["renamed", "name_taken"]
+            "playlists.rename", arguments: [ArgumentSpec("playlist"), ArgumentSpec("name")], outcomes: ["renamed", "name_taken"],
+            fields: [FieldSpec("id"), FieldSpec("name"), FieldSpec("old")]
         ) { call in
             let id = try call.uuid("playlist")
             let name = storedName(try call.string("name"))
@@ -83,7 +87,7 @@ enum Playlists {
             return EffectResult("renamed", ["id": .string(id.lowercased), "name": .string(name), "old": .string(old)])
         }
 
-        registry.effect("playlists.delete", arguments: [ArgumentSpec("playlist")], outcomes: ["deleted"]) { call in
+        registry.effect("playlists.delete", arguments: [ArgumentSpec("playlist")], outcomes: ["deleted"], fields: [FieldSpec("name")]) { call in
             let id = try call.uuid("playlist")
             let name = try ownedName(call, id)
             try call.database.query("DELETE FROM playlists WHERE id = $1", [id])
@@ -91,7 +95,8 @@ enum Playlists {
         }
 
         registry.effect(
-            "playlists.addTrack", arguments: [ArgumentSpec("playlist"), ArgumentSpec("track")], outcomes: ["added", "already"]
+            "playlists.addTrack", arguments: [ArgumentSpec("playlist"), ArgumentSpec("track")], outcomes: ["added", "already"],
+            fields: [FieldSpec("playlist"), FieldSpec("track"), FieldSpec("id")]
         ) { call in
             let id = try call.uuid("playlist")
             let name = try ownedName(call, id)
@@ -109,7 +114,8 @@ enum Playlists {
         }
 
         registry.effect(
-            "playlists.removeTrack", arguments: [ArgumentSpec("playlist"), ArgumentSpec("track")], outcomes: ["removed", "absent"]
+            "playlists.removeTrack", arguments: [ArgumentSpec("playlist"), ArgumentSpec("track")], outcomes: ["removed", "absent"],
+            fields: [FieldSpec("playlist"), FieldSpec("track")]
         ) { call in
             let id = try call.uuid("playlist")
             let name = try ownedName(call, id)
@@ -143,6 +149,12 @@ enum Playlists {
             .precomposedStringWithCanonicalMapping
     }
 
+    /// The fields of ``summary(_:)``.
+    static let summaryFields = [
+        FieldSpec("id"), FieldSpec("name"), FieldSpec("description"), FieldSpec("artwork"), FieldSpec("trackCount", .int),
+        FieldSpec("tracks"),
+    ]
+
     static func summary(_ row: PostgresRow) throws -> JSONValue {
         let count = try row.decode(Int.self, at: 4)
         return [
@@ -153,6 +165,9 @@ enum Playlists {
         ]
     }
 
+    /// The fields of ``track(_:)``.
+    static let trackFields = [FieldSpec("id"), FieldSpec("title"), FieldSpec("artist"), FieldSpec("duration")]
+
     static func track(_ row: PostgresRow) throws -> JSONValue {
         [
             "id": .string(try row.decode(UUID.self, at: 0).lowercased), "title": .string(try row.decode(String.self, at: 1)),
@@ -162,6 +177,13 @@ enum Playlists {
 
     /// A playlist the caller may see: public ones, and their own. Someone else's private
     /// playlist is "not found" — its existence is not disclosed.
+    /// The fields of ``playlist(_:id:requireOwner:)``.
+    static let playlistFields = [
+        FieldSpec("id"), FieldSpec("name"), FieldSpec("description"), FieldSpec("artwork"), FieldSpec("isOwner", .bool),
+        FieldSpec("isPublic", .bool), FieldSpec("favourite", .bool), FieldSpec("canAddFavourite", .bool), FieldSpec("trackCount", .int),
+        FieldSpec("tracksLabel"), FieldSpec("tracks", .list, fields: trackFields),
+    ]
+
     static func playlist(_ call: FlowInvocation, id: UUID, requireOwner: Bool) throws -> JSONValue {
         guard let row = try call.database.query(
             "SELECT id, owner, name, description, artwork, is_public FROM playlists WHERE id = $1", [id]

@@ -14,11 +14,11 @@ enum ScanAndGo {
         // Label lookups per subject and per client address: 20 and 60 a minute, per registry
         // (one per server), so every application (and every test) counts its own.
         let lookups = LookupLimits(perSubject: 20, perAddress: 60, window: 60)
-        registry.loader("locations.list", returnsList: true) { call in
+        registry.loader("locations.list", returnsList: true, fields: locationFields) { call in
             .array(try call.database.query("SELECT code, name, address FROM dropoff_locations ORDER BY code").map(location))
         }
 
-        registry.loader("locations.get", arguments: [ArgumentSpec("code")]) { call in
+        registry.loader("locations.get", arguments: [ArgumentSpec("code")], fields: locationFields) { call in
             guard let row = try call.database.query(
                 "SELECT code, name, address FROM dropoff_locations WHERE code = $1", [try call.string("code")]
             ).first else { throw FlowCallError.notFound("no such drop-off location") }
@@ -29,7 +29,10 @@ enum ScanAndGo {
             !(try call.database.query("SELECT 1 FROM dropoff_locations WHERE code = $1", [try call.string("code")]).isEmpty)
         }
 
-        registry.effect("shipments.lookup", arguments: [ArgumentSpec("code")], outcomes: ["found", "unknown", "dropped"]) { call in
+        registry.effect(
+            "shipments.lookup", arguments: [ArgumentSpec("code")], outcomes: ["found", "unknown", "dropped"],
+            fields: [FieldSpec("code"), FieldSpec("recipient"), FieldSpec("postcode"), FieldSpec("size"), FieldSpec("sizeName")]
+        ) { call in
             let code = try call.string("code")
             // Label lookups reveal whether a code is a parcel: bounded per subject and per address.
             try lookups.admit(call)
@@ -51,7 +54,8 @@ enum ScanAndGo {
         }
 
         registry.effect(
-            "dropoffs.register", arguments: [ArgumentSpec("code"), ArgumentSpec("location")], outcomes: ["registered", "already"]
+            "dropoffs.register", arguments: [ArgumentSpec("code"), ArgumentSpec("location")], outcomes: ["registered", "already"],
+            fields: [FieldSpec("receipt"), FieldSpec("location"), FieldSpec("locationCode"), FieldSpec("code")]
         ) { call in
             let code = try call.string("code")
             let locationCode = try call.string("location")
@@ -93,6 +97,9 @@ enum ScanAndGo {
         guard let first = rest.first else { return String(digits) }
         return "\(digits) \(first)" + String(repeating: "·", count: max(1, rest.count - 1))
     }
+
+    /// The fields of ``location(_:)``.
+    static let locationFields = [FieldSpec("code"), FieldSpec("name"), FieldSpec("address")]
 
     static func location(_ row: PostgresRow) throws -> JSONValue {
         [

@@ -155,6 +155,7 @@ public struct ScreenLinter: Sendable {
                         .error("'{{\(dotted)}}' refers to '\(head)', which screens do not have (params, data, item, index, subject, error)", at: location))
                 }
             }
+            findings += fieldReferenceProblems(in: screen)
         }
         return findings
     }

@@ -52,6 +52,7 @@ public struct FlowLinter: Sendable {
                 findings.error("state '\(name)' is unreachable from the start state '\(flow.start)'", flow.states[name]!.location)
             }
         }
+        findings.all += fieldReferenceProblems(in: flow)
         return findings.all
     }
 

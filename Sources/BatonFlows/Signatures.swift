@@ -18,6 +18,27 @@ public struct ArgumentSpec: Sendable, Hashable {
     }
 }
 
+/// The type of a declared result field, as the catalog shows it.
+public enum FieldType: String, Sendable {
+    case string, int, bool, object, list, any
+}
+
+/// A field of what an effect or loader returns, as templates reach it: `{{result.name}}` after
+/// an effect, `{{data.<load>.name}}` for a loader, `{{item.name}}` over a list loader.
+public struct FieldSpec: Sendable, Hashable {
+    public var name: String
+    public var type: FieldType
+    /// For an object, or a list of objects: the fields of that object (nil: not declared, so
+    /// references below this field are not checked).
+    public var fields: [FieldSpec]?
+
+    public init(_ name: String, _ type: FieldType = .string, fields: [FieldSpec]? = nil) {
+        self.name = name
+        self.type = type
+        self.fields = fields
+    }
+}
+
 /// What the linter knows about a named Swift function: its arguments and, for effects, the
 /// outcomes it can return.
 public struct CallSignature: Sendable {
@@ -27,12 +48,19 @@ public struct CallSignature: Sendable {
     public var outcomes: [String]
     /// Loaders only: whether the result is a list (for `optionsFrom` and `each`).
     public var returnsList: Bool
+    /// Effects: the fields of `{{result}}` (the union over outcomes). Loaders: the fields of the
+    /// object returned, or of each element of the list. Nil when undeclared: the linter then
+    /// does not check references into it.
+    public var fields: [FieldSpec]?
 
-    public init(name: String, arguments: [ArgumentSpec] = [], outcomes: [String] = [], returnsList: Bool = false) {
+    public init(
+        name: String, arguments: [ArgumentSpec] = [], outcomes: [String] = [], returnsList: Bool = false, fields: [FieldSpec]? = nil
+    ) {
         self.name = name
         self.arguments = arguments
         self.outcomes = outcomes
         self.returnsList = returnsList
+        self.fields = fields
     }
 }
 

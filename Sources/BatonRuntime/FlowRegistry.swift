@@ -44,9 +44,11 @@ public struct FlowInvocation: Sendable {
 /// The effects, guards and loaders an application provides, registered by name like routes:
 ///
 /// ```swift
-/// registry.effect("favourites.add", arguments: [ArgumentSpec("playlist")], outcomes: ["added"]) { call in
+/// registry.effect(
+///     "favourites.add", arguments: [ArgumentSpec("playlist")], outcomes: ["added"], fields: [FieldSpec("name")]
+/// ) { call in
 ///     try call.database.query("INSERT INTO favourites ... ON CONFLICT DO NOTHING", [...])
-///     return EffectResult("added")
+///     return EffectResult("added", ["name": .string(name)])
 /// }
 /// ```
 public struct FlowRegistry: Sendable {
@@ -60,12 +62,14 @@ public struct FlowRegistry: Sendable {
 
     public init() {}
 
-    /// Registers an effect: it changes data and reports one of `outcomes`.
+    /// Registers an effect: it changes data and reports one of `outcomes`. `fields` are those of
+    /// the data it returns (`{{result.<field>}}`, the union over its outcomes); the linter
+    /// checks references against them, and leaves them unchecked when nil.
     public mutating func effect(
-        _ name: String, arguments: [ArgumentSpec] = [], outcomes: [String], _ run: @escaping Effect
+        _ name: String, arguments: [ArgumentSpec] = [], outcomes: [String], fields: [FieldSpec]? = nil, _ run: @escaping Effect
     ) {
         precondition(effects[name] == nil, "effect '\(name)' is registered twice")
-        effects[name] = (CallSignature(name: name, arguments: arguments, outcomes: outcomes), run)
+        effects[name] = (CallSignature(name: name, arguments: arguments, outcomes: outcomes, fields: fields), run)
     }
 
     /// Registers a guard: a yes/no question a transition asks first.
@@ -75,9 +79,13 @@ public struct FlowRegistry: Sendable {
     }
 
     /// Registers a loader: reads data for templates (`{{data.<name>}}`, `optionsFrom`, `each`).
-    public mutating func loader(_ name: String, arguments: [ArgumentSpec] = [], returnsList: Bool = false, _ run: @escaping Loader) {
+    /// `fields` are those of the object it returns, or of each element when it returns a list;
+    /// the linter checks references against them, and leaves them unchecked when nil.
+    public mutating func loader(
+        _ name: String, arguments: [ArgumentSpec] = [], returnsList: Bool = false, fields: [FieldSpec]? = nil, _ run: @escaping Loader
+    ) {
         precondition(loaders[name] == nil, "loader '\(name)' is registered twice")
-        loaders[name] = (CallSignature(name: name, arguments: arguments, returnsList: returnsList), run)
+        loaders[name] = (CallSignature(name: name, arguments: arguments, returnsList: returnsList, fields: fields), run)
     }
 
     /// Adds everything another registry holds (a domain module registers into its own).

@@ -17,7 +17,7 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "Where the embedded cluster lives (BATON_DATA_DIR, default .baton).")
     var dataDir: String?
 
-    @Option(help: "Migrations directory (BATON_MIGRATIONS_DIR, default Migrations).")
+    @Option(help: "Migrations directory (BATON_MIGRATIONS_DIR; default: ./Migrations, else found beside the install or in the package).")
     var migrationsDir: String?
 
     @Option(help: "trace, debug, info, notice, warning, error, critical (LOG_LEVEL).")

@@ -24,8 +24,8 @@ struct FlowsCommand: AsyncParsableCommand {
         commandName: "flows",
         abstract: "Work with flow definitions: lint them, draw them, test them, publish them as live releases.",
         subcommands: [
-            LintCommand.self, GraphCommand.self, TestCommand.self, PublishCommand.self, ReleasesCommand.self, DiffCommand.self,
-            RollbackCommand.self, PromoteCommand.self,
+            LintCommand.self, GraphCommand.self, TestCommand.self, CatalogCommand.self, PublishCommand.self, ReleasesCommand.self,
+            DiffCommand.self, RollbackCommand.self, PromoteCommand.self,
         ]
     )
 
@@ -35,14 +35,16 @@ struct FlowsCommand: AsyncParsableCommand {
             abstract: "Check every flow and screen; print file:line:col: error|warning: message. Exit 1 on errors."
         )
 
-        @Argument(help: "The flows directory.")
-        var directory: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+        @OptionGroup var flows: FlowsDirectoryOption
+
+        @Argument(help: .hidden)
+        var directory: String?
 
         @Flag(help: "Treat warnings as errors.")
         var strict = false
 
         func run() async throws {
-            let definitions = loadDefinitions(directory)
+            let definitions = loadDefinitions(flows.directory(positional: directory, usage: "baton flows lint DIR"))
             let bundle = definitions.bundle
             for diagnostic in definitions.diagnostics { print(diagnostic) }
             let errors = definitions.diagnostics.filter { $0.severity == .error }.count
@@ -65,17 +67,38 @@ struct FlowsCommand: AsyncParsableCommand {
         @Option(help: "mermaid or dot.")
         var format: String = "mermaid"
 
-        @Option(help: "The flows directory.")
-        var flowsDir: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+        @OptionGroup var flows: FlowsDirectoryOption
 
         func run() async throws {
             guard let format = FlowGraph.Format(rawValue: format) else { fail("--format must be mermaid or dot") }
+            let flowsDir = flows.directory()
             let bundle = loadDefinitions(flowsDir).bundle
             guard let definition = bundle.flows[flow] else {
                 let known = bundle.flows.keys.sorted().joined(separator: ", ")
                 fail("no flow '\(flow)' in \(flowsDir) (flows: \(known.isEmpty ? "none" : known))")
             }
             print(FlowGraph.render(definition, format: format), terminator: "")
+        }
+    }
+
+    struct CatalogCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "catalog",
+            abstract: "List the effects, guards and loaders flows can call: arguments, outcomes and result fields.",
+            discussion: "docs/catalog.md is this command's --markdown output; a test fails when it falls behind."
+        )
+
+        @OptionGroup var flows: FlowsDirectoryOption
+
+        @Flag(help: "Markdown, as in docs/catalog.md, instead of plain text.")
+        var markdown = false
+
+        func run() async throws {
+            // Every entry is registered in Swift today. The option is accepted already so that
+            // scripts call every `flows` subcommand alike, and entries declared in the flows
+            // directory can join without a new flag.
+            let entries = applicationRegistry().catalog.entries
+            print(markdown ? CatalogDocument.markdown(entries) : CatalogDocument.text(entries), terminator: "")
         }
     }
 }

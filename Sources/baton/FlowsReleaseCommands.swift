@@ -59,8 +59,10 @@ extension FlowsCommand {
 
         @OptionGroup var common: CommonOptions
 
-        @Argument(help: "The flows directory.")
-        var directory: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+        @OptionGroup var flows: FlowsDirectoryOption
+
+        @Argument(help: .hidden)
+        var positionalDirectory: String?
 
         @Option(help: "Why: shown by `baton flows releases` and on the dashboard.")
         var message: String = ""
@@ -73,6 +75,7 @@ extension FlowsCommand {
 
         func run() async throws {
             if let ramp, !(1...100).contains(ramp) { fail("--ramp must be 1–100") }
+            let directory = flows.directory(positional: positionalDirectory, usage: "baton flows publish DIR")
             let definitions = loadDefinitions(directory)
             let errors = definitions.diagnostics.filter { $0.severity == .error }
             guard errors.isEmpty, definitions.isServable else {
@@ -127,19 +130,20 @@ extension FlowsCommand {
 
         @OptionGroup var common: CommonOptions
 
-        @Argument(help: "The release (id or prefix; default: current), then the flows directory (default Flows); a lone directory is taken as the directory.")
+        @OptionGroup var flows: FlowsDirectoryOption
+
+        @Argument(help: "The release (id or prefix; default: current). A directory after it (deprecated: use --flows-dir) is the flows directory.")
         var arguments: [String] = []
 
         func run() async throws {
             var rest = arguments
-            guard rest.count <= 2 else { fail("usage: baton flows diff [RELEASE] [DIR]") }
+            guard rest.count <= 2 else { fail("usage: baton flows diff [RELEASE] [--flows-dir DIR]") }
             var isDirectory: ObjCBool = false
-            let flowsDir: String
+            var positional: String?
             if let last = rest.last, FileManager.default.fileExists(atPath: last, isDirectory: &isDirectory), isDirectory.boolValue {
-                flowsDir = rest.removeLast()
-            } else {
-                flowsDir = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+                positional = rest.removeLast()
             }
+            let flowsDir = flows.directory(positional: positional, usage: "baton flows diff \(rest.first.map { "\($0) " } ?? "")DIR")
             let release = rest.first
             let files: ReleaseFiles
             do { files = try ReleaseFiles.read(directory: URL(fileURLWithPath: flowsDir)) } catch { fail("\(error)") }

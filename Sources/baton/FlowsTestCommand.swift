@@ -17,26 +17,34 @@ extension FlowsCommand {
             discussion: "Each scenario gets a fresh database. Exit 1 if any step fails."
         )
 
-        @Argument(help: "The scenarios directory (default: <flows-dir>/tests).")
-        var directory: String?
+        @OptionGroup var flows: FlowsDirectoryOption
 
-        @Option(help: "The flows directory.")
-        var flowsDir: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+        @Option(help: "The scenarios directory (default: <flows-dir>/tests).")
+        var scenarios: String?
+
+        /// Deprecated: the scenarios directory, which other `flows` commands' positional
+        /// (the flows directory) was easily mistaken for.
+        @Argument(help: .hidden)
+        var directory: String?
 
         @Option(help: "Only scenarios whose name contains this text.")
         var filter: String?
 
-        @Option(help: "Migrations directory.")
-        var migrationsDir: String = "Migrations"
+        @Option(help: "Migrations directory (BATON_MIGRATIONS_DIR; default: found beside the install or in the package).")
+        var migrationsDir: String?
 
         func run() async throws {
+            let flowsDir = flows.directory()
+            if let directory, scenarios == nil {
+                warn("the scenarios directory as an argument is deprecated; write `baton flows test --scenarios \(directory)`")
+            }
             let definitions = loadDefinitions(flowsDir)
             let bundle = definitions.bundle
             if !definitions.isServable {
                 definitions.diagnostics.filter { $0.severity == .error }.forEach { print($0) }
                 fail("the flows do not lint; fix them first")
             }
-            let testsDirectory = URL(fileURLWithPath: directory ?? (flowsDir + "/tests")).standardizedFileURL
+            let testsDirectory = URL(fileURLWithPath: scenarios ?? directory ?? (flowsDir + "/tests")).standardizedFileURL
             var (scenarios, diagnostics) = Scenario.loadAll(directory: testsDirectory)
             diagnostics.forEach { print($0) }
             if diagnostics.hasErrors { fail("the scenarios do not load") }
@@ -58,7 +66,8 @@ extension FlowsCommand {
             defer { try? cluster.forceStop() }
 
             let templatePool = PostgresPool(configuration: .administrative(conninfo: try Conninfo.replacing(admin, with: ["dbname": "scenario_template"])))
-            try await Migrator(directory: URL(fileURLWithPath: migrationsDir)).migrate(on: templatePool)
+            let migrations = migrationsDir ?? ProcessInfo.processInfo.environment["BATON_MIGRATIONS_DIR"] ?? MigrationsLocation.find()
+            try await Migrator(directory: URL(fileURLWithPath: migrations)).migrate(on: templatePool)
             _ = try await templatePool.withConnection { try DemoData.seed($0) }
             await templatePool.close()
 

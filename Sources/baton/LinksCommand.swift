@@ -23,10 +23,10 @@ struct LinksCommand: AsyncParsableCommand {
         @Option(help: "The client platform: ios, android, web, appclip, widget, other.")
         var platform: String = "ios"
 
-        @Option(help: "The flows directory.")
-        var flowsDir: String = ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+        @OptionGroup var flows: FlowsDirectoryOption
 
         func run() async throws {
+            let flowsDir = flows.directory()
             let directory = URL(fileURLWithPath: flowsDir).standardizedFileURL
             let (allowlist, diagnostics) = DeepLinkAllowlist.load(directory: directory)
             diagnostics.forEach { print($0) }

@@ -97,6 +97,37 @@ struct ConfigurationTests {
         let own: [AbsoluteConfigKey: ConfigValue] = ["baton.jwt.hs256.secret": .init(.string("our-own-secret-0123456789"), isSecret: true)]
         try DevelopmentSecrets.check(try configuration(own.merging(wide) { $1 }))
     }
+
+    @Test("Migrations/ is found in the working directory, beside the binary, under <prefix>/share/baton, or in the package")
+    func migrationsLocation() throws {
+        let fm = FileManager.default
+        let root = fm.temporaryDirectory.appendingPathComponent("migrations-location-\(UUID().uuidString)")
+        defer { try? fm.removeItem(at: root) }
+        let work = root.appendingPathComponent("work"), prefix = root.appendingPathComponent("prefix")
+        let package = root.appendingPathComponent("package")
+        for directory in [work, prefix.appendingPathComponent("bin"), package] {
+            try fm.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+        let executable = prefix.appendingPathComponent("bin/baton")
+        func found() -> String {
+            MigrationsLocation.find(in: MigrationsLocation.candidates(workingDirectory: work, executable: executable, package: package))
+        }
+        #expect(found() == "Migrations", "nothing anywhere: the conventional relative name, as before")
+        try fm.createDirectory(at: package.appendingPathComponent("Migrations"), withIntermediateDirectories: true)
+        #expect(found() == package.appendingPathComponent("Migrations").path)
+        try fm.createDirectory(at: prefix.appendingPathComponent("share/baton/Migrations"), withIntermediateDirectories: true)
+        #expect(found() == prefix.appendingPathComponent("share/baton/Migrations").path)
+        try fm.createDirectory(at: prefix.appendingPathComponent("bin/Migrations"), withIntermediateDirectories: true)
+        #expect(found() == prefix.appendingPathComponent("bin/Migrations").path)
+        try fm.createDirectory(at: work.appendingPathComponent("Migrations"), withIntermediateDirectories: true)
+        #expect(found() == work.appendingPathComponent("Migrations").path)
+
+        // An explicit setting wins over every place looked at.
+        let configured = try configuration([AbsoluteConfigKey(["baton", "migrations", "dir"]): ConfigValue(.string("/elsewhere"), isSecret: false)])
+        #expect(configured.migrationsDirectory == "/elsewhere")
+        // Unset, the tests (run from the package) find the package's own.
+        #expect(try configuration([:]).migrationsDirectory.hasSuffix("Migrations"))
+    }
 }
 
 @Suite("Log lines")

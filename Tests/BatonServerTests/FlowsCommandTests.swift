@@ -1,3 +1,4 @@
+import BatonFlows
 import BatonTestSupport
 import Foundation
 import Testing
@@ -11,16 +12,83 @@ struct FlowsCommandTests {
 
     @Test("lint prints compiler-style diagnostics and exits 1 on errors")
     func lintBroken() throws {
-        let result = try baton(["flows", "lint", TestFlows.brokenDirectory.path])
+        let result = try baton(["flows", "lint", "--flows-dir", TestFlows.brokenDirectory.path])
         #expect(result.status == 1)
         #expect(result.output.contains("broken/unknown-state.yaml:7:15: error: unknown state 'finishd'; did you mean 'finished'?"))
         #expect(result.output.contains("error(s)"))
+        #expect(!result.output.contains("deprecated"))
     }
 
-    @Test("lint of the repository's Flows/ is clean (exit 0)")
+    @Test("the flows directory as lint's argument still works, with a deprecation note")
+    func lintPositional() throws {
+        let result = try baton(["flows", "lint", TestFlows.brokenDirectory.path])
+        #expect(result.status == 1)
+        #expect(result.output.contains("broken/unknown-state.yaml:7:15: error: unknown state 'finishd'"))
+        #expect(result.output.contains("warning: the flows directory as an argument is deprecated; write `baton flows lint --flows-dir "))
+    }
+
+    @Test("lint of the repository's Flows/ is clean: no errors, no warnings (exit 0 with --strict)")
     func lintRepository() throws {
-        let result = try baton(["flows", "lint", TestDatabase.repositoryRoot.appendingPathComponent("Flows").path])
+        let result = try baton(["flows", "lint", "--strict", "--flows-dir", TestDatabase.repositoryRoot.appendingPathComponent("Flows").path])
         #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains(": 0 error(s), 0 warning(s)"), "\(result.output)")
+    }
+
+    @Test("flows test runs from any working directory: the migrations are found without --migrations-dir")
+    func testFromElsewhere() throws {
+        guard let executable = BatonProcess.executable else { throw TestFailure("build the baton executable first (swift build)") }
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("elsewhere-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = [
+            "flows", "test", "--flows-dir", TestDatabase.repositoryRoot.appendingPathComponent("Flows").path, "--filter", "Rename a playlist",
+        ]
+        process.currentDirectoryURL = elsewhere
+        var environment = ProcessInfo.processInfo.environment
+        environment["BATON_MIGRATIONS_DIR"] = nil
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(text.contains("1 of 1 scenario(s) passed"), "\(text)")
+    }
+
+    @Test("docs/catalog.md is the current output of `baton flows catalog --markdown`")
+    func documentedCatalog() throws {
+        let result = try baton(["flows", "catalog", "--markdown"])
+        #expect(result.status == 0, "\(result.output)")
+        let page = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("docs/catalog.md"), encoding: .utf8)
+        if page != result.output {
+            let old = page.split(separator: "\n", omittingEmptySubsequences: false)
+            let new = result.output.split(separator: "\n", omittingEmptySubsequences: false)
+            let line = zip(old, new).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(old.count, new.count)
+            Issue.record(
+                """
+                docs/catalog.md is out of date with the registered effects, guards and loaders; regenerate it with
+                    \(CatalogDocument.regenerateCommand)
+                first difference at line \(line + 1):
+                    docs/catalog.md: \(line < old.count ? old[line] : "(end)")
+                    generated:       \(line < new.count ? new[line] : "(end)")
+                """)
+        }
+    }
+
+    @Test("catalog lists every effect, guard and loader with its arguments, outcomes and fields")
+    func catalogText() throws {
+        let result = try baton(["flows", "catalog"])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.hasPrefix("Effects ("))
+        #expect(result.output.contains("  playlists.create\n    arguments: name\n    outcomes: created, name_taken\n    result fields: id, name\n"))
+        #expect(result.output.contains("  locations.exists\n    arguments: code\n"))
+        #expect(result.output.contains("  playlists.get\n    arguments: id\n    returns: id, name, description, artwork, "))
+        #expect(result.output.contains("tracks: list of {id, title, artist, duration}"))
+        #expect(result.output.contains("  catalog.list\n    arguments: none\n    returns: list of {id, name, "))
     }
 
     @Test("docs/flows.md shows the current graph of every built-in flow")

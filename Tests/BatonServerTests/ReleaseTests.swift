@@ -302,22 +302,25 @@ extension ReleaseTests {
         let (refused, refusal) = try await baton(["flows", "publish", broken.path, "--wait", "0"], conninfo: conninfo)
         #expect(refused == 1)
         #expect(refusal.contains("favourites.addd") && refusal.contains("nothing was published"), "\(refusal)")
+        // The directory as an argument (how publish used to take it) still works, with a note.
+        #expect(refusal.contains("deprecated; write `baton flows publish --flows-dir"), "\(refusal)")
         #expect(try await pool.query("SELECT count(*) FROM flow_releases")[0].decode(Int.self, at: 0) == 0)
 
-        let (published, output) = try await baton(["flows", "publish", good.path, "--message", "first", "--wait", "0"], conninfo: conninfo)
+        let (published, output) = try await baton(["flows", "publish", "--flows-dir", good.path, "--message", "first", "--wait", "0"], conninfo: conninfo)
         #expect(published == 0, "\(output)")
         let first = try ReleaseFiles.read(directory: good).id
         #expect(output.contains("release \(first.prefix(12)) is current"))
 
-        let (_, unchanged) = try await baton(["flows", "diff", good.path], conninfo: conninfo)
+        let (_, unchanged) = try await baton(["flows", "diff", "--flows-dir", good.path], conninfo: conninfo)
         #expect(unchanged.contains("no changes"), "\(unchanged)")
         let home = good.appendingPathComponent("screens/home.yaml")
         try String(contentsOf: home, encoding: .utf8).replacingOccurrences(of: "title: Welcome,", with: "title: Hello,")
             .write(to: home, atomically: true, encoding: .utf8)
+        // A release, then the directory as an argument (deprecated, still honoured).
         let (_, diff) = try await baton(["flows", "diff", first.prefix(8).description, good.path], conninfo: conninfo)
         #expect(diff.contains("changed screens/home.yaml") && diff.contains("- ") && diff.contains("+ "), "\(diff)")
         #expect(diff.contains("Hello"))
-        _ = try await baton(["flows", "publish", good.path, "--message", "second", "--wait", "0"], conninfo: conninfo)
+        _ = try await baton(["flows", "publish", "--flows-dir", good.path, "--message", "second", "--wait", "0"], conninfo: conninfo)
         let (_, list) = try await baton(["flows", "releases"], conninfo: conninfo)
         #expect(list.contains("* current") && list.contains("second") && list.contains("first"), "\(list)")
         let (rolledBack, rollback) = try await baton(["flows", "rollback", "--wait", "0"], conninfo: conninfo)

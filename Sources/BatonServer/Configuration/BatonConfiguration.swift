@@ -22,7 +22,9 @@ import SystemPackage
 /// - `http.host` (`HTTP_HOST`, default 127.0.0.1), `http.port` (`HTTP_PORT`, default 8080).
 /// - `http.body.limit` (`HTTP_BODY_LIMIT`, bytes, default 65536).
 /// - `baton.flows.dir` (`BATON_FLOWS_DIR`, default `Flows`).
-/// - `baton.migrations.dir` (`BATON_MIGRATIONS_DIR`, default `Migrations`).
+/// - `baton.migrations.dir` (`BATON_MIGRATIONS_DIR`, default: `Migrations/` in the working directory,
+///   else beside the executable, under `<prefix>/share/baton/`, or in the source package; see
+///   ``MigrationsLocation``).
 /// - `baton.migrate` (`BATON_MIGRATE`, default true): apply pending migrations on start.
 /// - `baton.signing.keys` (`BATON_SIGNING_KEYS`, secret): `keyid:base64secret,...`; first signs.
 /// - `baton.jwt.hs256.secret` (`BATON_JWT_HS256_SECRET`, secret).
@@ -151,7 +153,7 @@ public struct BatonConfiguration: Sendable {
         httpPort = reader.int(forKey: "http.port", default: 8080)
         bodyLimit = reader.int(forKey: "http.body.limit", default: 64 * 1024)
         flowsDirectory = reader.string(forKey: "baton.flows.dir", default: "Flows")
-        migrationsDirectory = reader.string(forKey: "baton.migrations.dir", default: "Migrations")
+        migrationsDirectory = reader.string(forKey: "baton.migrations.dir") ?? MigrationsLocation.find()
         migrateOnStart = reader.bool(forKey: "baton.migrate", default: true)
         signingKeys = reader.string(forKey: "baton.signing.keys", isSecret: true)
         jwtHS256Secret = reader.string(forKey: "baton.jwt.hs256.secret", isSecret: true)
