@@ -48,6 +48,18 @@ public struct CatalogEntry: Sendable {
                 per element.
                 """,
             fieldsHeading: "Returns", order: 2)
+
+        public static let service = Kind(
+            name: "service", heading: "Services",
+            usage: """
+                A transition's `call: {service: <name>, method, path, query, body, timeout}`, declared in \
+                `Flows/services.yaml` (a screen's `load: {<key>: {call: …, fallback: …}}` for a `GET`). Made outside the \
+                command's transaction, with the service's timeouts, retries and circuit breaker; writes carry an \
+                `Idempotency-Key`. The answer picks the outcome: a status (`200`), a class (`4xx`) or a failure \
+                (`unavailable` for all of them); `{{result.<field>}}` is the response's JSON body. See \
+                [Calling services](flows.md#calling-services).
+                """,
+            fieldsHeading: "Settings", order: 3)
     }
 
     public var kind: Kind
@@ -57,6 +69,37 @@ public struct CatalogEntry: Sendable {
     public init(kind: Kind, signature: CallSignature) {
         self.kind = kind
         self.signature = signature
+    }
+}
+
+extension CatalogEntry {
+    /// The services of `services.yaml` as catalog entries: what a `call:` takes and the
+    /// outcomes it can end in.
+    public static func services(_ services: [String: ServiceDefinition]) -> [CatalogEntry] {
+        let arguments = [
+            ArgumentSpec("method", required: false), ArgumentSpec("path"), ArgumentSpec("query", .any, required: false),
+            ArgumentSpec("body", .any, required: false), ArgumentSpec("timeout", required: false),
+        ]
+        let outcomes = ["<status>", "<class>xx"] + ServiceFailure.allCases.map(\.rawValue) + ["unavailable"]
+        return services.keys.sorted().map { name in
+            let service = services[name]!
+            func text(_ duration: Duration) -> String {
+                let ms = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+                return ms % 1000 == 0 ? "\(ms / 1000)s" : "\(ms)ms"
+            }
+            let auth = switch service.auth {
+            case .none: "none"
+            case .bearer: "bearer"
+            case .hmac: "hmac"
+            }
+            let settings = [
+                FieldSpec("\(service.isInternal ? "internal" : "external"), auth \(auth)"),
+                FieldSpec("\(service.attempts) × \(text(service.attemptTimeout)) (connect \(text(service.connectTimeout)))"),
+                FieldSpec("circuit \(service.circuitFailures) failures / \(text(service.circuitOpen)), \(service.concurrency) at once"),
+            ]
+            return CatalogEntry(
+                kind: .service, signature: CallSignature(name: name, arguments: arguments, outcomes: outcomes, fields: settings))
+        }
     }
 }
 

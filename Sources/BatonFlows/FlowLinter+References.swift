@@ -66,7 +66,7 @@ struct ResultSources {
         land(transition.guardElse, sources)
         for branch in transition.cases { walk(branch.transition, from: state, sources: sources, into: &reached) }
         if let otherwise = transition.otherwise { walk(otherwise.value, from: state, sources: sources, into: &reached) }
-        let after: Set<ResultSource> = transition.effect.map { [.effect($0.name)] } ?? sources
+        let after: Set<ResultSource> = transition.effect.map { [.effect($0.name)] } ?? (transition.call != nil ? [.call] : sources)
         for outcome in transition.outcomes { land(outcome.target, after) }
         land(transition.to, after)
     }
@@ -77,6 +77,8 @@ enum ResultSource: Hashable {
     /// No effect has run yet.
     case nothing
     case effect(String)
+    /// A service call: its result is the response's body, whose shape is the service's.
+    case call
 }
 
 /// What a reference may reach, as far as declarations tell.
@@ -146,7 +148,7 @@ struct FieldReferenceChecker {
     /// every possible effect declares its fields.
     func resultShape(_ sources: Set<ResultSource>) -> FieldShape {
         let effects = sources.compactMap { if case .effect(let name) = $0 { name } else { nil } }.sorted()
-        guard !effects.isEmpty else { return .unknown }
+        guard !effects.isEmpty, !sources.contains(.call) else { return .unknown }
         var fields: [FieldSpec] = []
         for name in effects {
             guard let declared = catalog.effects[name]?.fields else { return .unknown }
@@ -205,6 +207,7 @@ struct FieldReferenceChecker {
             check(effect, context)
             after.result = resultShape([.effect(effect.name)])
         }
+        if transition.call != nil { after.result = .unknown }
         for outcome in transition.outcomes { check(outcome.target, after) }
         check(transition.to, after)
     }

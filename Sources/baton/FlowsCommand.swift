@@ -94,10 +94,15 @@ struct FlowsCommand: AsyncParsableCommand {
         var markdown = false
 
         func run() async throws {
-            // Every entry is registered in Swift today. The option is accepted already so that
-            // scripts call every `flows` subcommand alike, and entries declared in the flows
-            // directory can join without a new flag.
-            let entries = applicationRegistry().catalog.entries
+            // Effects, guards and loaders are registered in Swift; services are declared in the
+            // flows directory's services.yaml.
+            var entries = applicationRegistry().catalog.entries
+            let servicesFile = URL(fileURLWithPath: flows.directory()).appendingPathComponent(ServiceDefinitions.fileName)
+            if let source = try? String(contentsOf: servicesFile, encoding: .utf8) {
+                let (services, diagnostics) = ServiceDefinitions.load(source: source, file: servicesFile.path)
+                for diagnostic in diagnostics { FileHandle.standardError.write(Data((diagnostic.description + "\n").utf8)) }
+                entries += CatalogEntry.services(services)
+            }
             print(markdown ? CatalogDocument.markdown(entries) : CatalogDocument.text(entries), terminator: "")
         }
     }
