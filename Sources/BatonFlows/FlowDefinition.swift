@@ -125,6 +125,10 @@ extension FlowDefinition {
         }
         func walk(_ transition: Transition) {
             if let effect = transition.effect { found.append(effect) }
+            // A write to a service is a change too (reads are harmless).
+            if let call = transition.call, call.isWrite {
+                found.append(NamedCall(name: "\(call.method) \(call.service)", arguments: [], location: call.location))
+            }
             visit(transition.guardElse)
             for branch in transition.cases { walk(branch.transition) }
             if let otherwise = transition.otherwise { walk(otherwise.value) }

@@ -103,15 +103,13 @@ public final class ServiceClient: ServiceCaller {
     /// release changes the declaration (its breaker and limit start afresh).
     private func service(for definition: ServiceDefinition) throws(ServiceConfigurationError) -> Service {
         if let existing = services.withLock({ $0[definition.name] }), existing.endpoint.definition == definition { return existing }
-        let endpoint = try endpoint(for: definition)
-        let fresh = Service(endpoint: endpoint, resolve: resolve)
-        let replaced = services.withLock { services -> Service? in
-            if let raced = services[definition.name], raced.endpoint.definition == definition { return nil }
-            defer { services[definition.name] = fresh }
-            return services[definition.name]
+        let fresh = Service(endpoint: try endpoint(for: definition), resolve: resolve)
+        return services.withLock { services in
+            // Two first calls at once: the first one stored wins, so both share one breaker.
+            if let raced = services[definition.name], raced.endpoint.definition == definition { return raced }
+            services[definition.name] = fresh
+            return fresh
         }
-        _ = replaced
-        return services.withLock { $0[definition.name] } ?? fresh
     }
 
     public func call(_ request: ServiceRequest, service definition: ServiceDefinition) async -> ServiceResult {

@@ -42,6 +42,8 @@ extension OpenAPIDocument {
                         "401": errorResponse("unauthenticated: a bad bearer token, or no identity at all."),
                         "403": errorResponse("forbidden: the payload was minted for another subject."),
                         "404": errorResponse("not_found: the flow no longer exists."),
+                        "409": errorResponse(
+                            "conflict: the identical command is still waiting for a backend service's answer; retry with the same body after Retry-After seconds."),
                         "413": errorResponse("body_too_large."),
                         "429": errorResponse(
                             "rate_limited: a limit was reached (e.g. Scan & Go label lookups); Retry-After, RateLimit-Policy and RateLimit say when to try again."),
