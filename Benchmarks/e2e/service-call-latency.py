@@ -60,6 +60,10 @@ class Downstream(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def send_error(self, code, message=None, explain=None):
+        print(f"downstream: {code} for {self.raw_requestline[:80]!r}")
+        super().send_error(code, message, explain)
+
 
 def percentile(values, p):
     ordered = sorted(values)
@@ -85,11 +89,15 @@ def main():
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     data = tempfile.mkdtemp(prefix="baton-bench-")
+    os.chmod(data, 0o755)  # the embedded cluster runs as the postgres account
     port = free_port()
-    env = dict(os.environ, BATON_SERVICE_TRACKING_URL=f"http://127.0.0.1:{downstream_port}", LOG_LEVEL="warning")
+    # The development secrets of scripts/run.sh: `baton token` mints with the same one.
+    env = dict(os.environ, BATON_SERVICE_TRACKING_URL=f"http://127.0.0.1:{downstream_port}", LOG_LEVEL=os.environ.get("LOG_LEVEL", "warning"),
+               BATON_JWT_HS256_SECRET="development-jwt-secret-not-for-production",
+               BATON_SIGNING_KEYS="dev:ZGV2ZWxvcG1lbnQtc2lnbmluZy1rZXktbm90LWZvci1wcm9kdWN0aW9u")
     env.pop("DATABASE_URL", None)
     baton = subprocess.Popen([args.baton, "serve", "--port", str(port), "--data-dir", data],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             env=env, stdout=open(os.path.join(data, "baton.log"), "w") if os.environ.get("KEEP") else subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         for _ in range(600):
             try:
@@ -102,7 +110,7 @@ def main():
             time.sleep(0.2)
         else:
             raise SystemExit("baton did not become ready")
-        token = subprocess.run([args.baton, "token", "bench"], capture_output=True, text=True, check=True).stdout.strip()
+        token = subprocess.run([args.baton, "token", "bench"], capture_output=True, text=True, check=True, env=env).stdout.strip()
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "X-Client-Platform": "ios"}
         api = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         direct = http.client.HTTPConnection("127.0.0.1", downstream_port, timeout=30)
@@ -191,7 +199,10 @@ def main():
         except subprocess.TimeoutExpired:
             baton.kill()
         server.shutdown()
-        shutil.rmtree(data, ignore_errors=True)
+        if not os.environ.get("KEEP"):
+            shutil.rmtree(data, ignore_errors=True)
+        else:
+            print(f"kept {data}")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,9 @@ public struct ServiceCallSpec: Sendable {
                 path += value.addingPercentEncoding(withAllowedCharacters: Self.segmentCharacters) ?? ""
             }
         }
-        let body = isWrite ? (self.body?.render(scope) ?? nil) : nil
+        // (Spelled out: JSONValue is ExpressibleByNilLiteral, so a bare `nil` here could become `.null`.)
+        var body: JSONValue? = Optional.none
+        if isWrite, let template = self.body { body = template.render(scope) }
         return ServiceRequest(
             service: service, method: method, path: path, query: query.map { ($0.name, $0.value.render(scope)) }, body: body,
             timeout: timeout)

@@ -203,7 +203,11 @@ private final class Service: Sendable {
         var wait = definition.backoff
         var last: Attempt = .failure(.failed)
         for attempt in 1...attempts {
+            let sent = ContinuousClock.now
             last = await send(request, timeout: min(attemptTimeout, deadline - .now), logger: logger)
+            logger.debug(
+                "service call attempt",
+                metadata: ["attempt": .stringConvertible(attempt), "result": .string(last.reason), "duration": .stringConvertible(ContinuousClock.now - sent)])
             // Another attempt only if it can still get a fair share of its timeout in the budget.
             guard last.isRetryable, attempt < attempts, !Task.isCancelled, deadline - .now > wait + attemptTimeout / 4 else { break }
             logger.info("service call failed; retrying", metadata: ["attempt": .stringConvertible(attempt), "reason": .string(last.reason)])
@@ -271,7 +275,7 @@ private final class Service: Sendable {
         http.headers.add(name: "Accept", value: "application/json")
         http.headers.add(name: "User-Agent", value: "baton")
         var body: [UInt8] = []
-        if let json = request.body {
+        if let json = request.body, request.method != "GET" {
             body = JSONEncoding.encode(json)
             http.headers.add(name: "Content-Type", value: "application/json")
             http.body = .bytes(ByteBuffer(bytes: body))

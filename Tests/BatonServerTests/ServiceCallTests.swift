@@ -184,6 +184,10 @@ struct ServiceCallTests {
             let done = try await client.command(submit, input: ["choice": "UT-0002"], headers: headers)
             #expect(done.json == ["type": "done", "message": "Parcel 3SDEMO0000001 will go to your pickup point; expected 2026-11-27.", "refresh": true])
             #expect(server.redirects == ["3SDEMO0000001": "UT-0002"])
+            // A GET carries no body; the POST carries exactly the rendered one.
+            let lookup = try #require(server.requestHeaders.first)
+            #expect(lookup["content-length"] == nil && lookup["transfer-encoding"] == nil, "\(lookup)")
+            #expect(server.requestHeaders.last?["content-length"] == "22", "{\"location\":\"UT-0002\"}")
             let key = try #require(server.requests.last?.key)
             #expect(key.hasPrefix("baton-") && key.count == 38)
             #expect(server.applied == [key: 1])
