@@ -104,6 +104,12 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { blackHole(JSONEncoding.encode(screen)) }
     }
 
+    // Every screen response: SHA-256 of the body with its payloads masked.
+    let body = fitter.encodeScreen(screen, for: ScreenFitter.Client(contract: 3, capabilities: [])).bytes
+    Benchmark("ETag of the fitted 200-component screen") { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(ScreenReply(body: body, subject: "user:1234", validUntil: 4_102_444_800).etag) }
+    }
+
     let signer = try! PayloadSigner(configuration: "bench:" + Data(repeating: 7, count: 32).base64EncodedString())
     let claims = PayloadClaims(
         subject: "user:1234", flow: "playlist-create", sessionID: UUID(), step: 3, event: "submit", expires: 4_102_444_800)
