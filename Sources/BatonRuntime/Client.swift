@@ -2,6 +2,9 @@ import BatonJSON
 import BatonFlows
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Who the request comes from: a verified user (bearer token), a device (`X-Device-Id`),
 /// both, or neither.
@@ -156,22 +159,28 @@ public struct ScreenReply: Sendable {
     /// Feeds `body` to `consume` in chunks, with the value of every `"payload":"…"` member left
     /// out. The sequence can only be a member name: inside a JSON string a quote is escaped.
     static func maskingPayloads(_ body: [UInt8], _ consume: (UnsafeRawBufferPointer) -> Void) {
-        let marker = Array(#""payload":""#.utf8)
+        let marker: StaticString = #""payload":""#
+        let markerLength = marker.utf8CodeUnitCount
         body.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress else { return consume(bytes) }
             var chunkStart = 0
             var index = 0
-            while index + marker.count <= bytes.count {
-                if bytes[index] == marker[0], bytes[index..<(index + marker.count)].elementsEqual(marker) {
-                    let valueStart = index + marker.count
-                    consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]))
-                    // Payloads are base64url and a dot: no escapes, the next quote ends them.
-                    var end = valueStart
-                    while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += 1 }
-                    chunkStart = end
-                    index = end
-                } else {
-                    index += 1
+            // memchr jumps from quote to quote many bytes at a time (a byte loop over the
+            // whole body was a noticeable part of a screen response).
+            while index + markerLength <= bytes.count, let quote = memchr(base + index, Int32(UInt8(ascii: "\"")), bytes.count - index) {
+                let position = base.distance(to: UnsafeRawPointer(quote))
+                guard position + markerLength <= bytes.count else { break }
+                guard memcmp(quote, marker.utf8Start, markerLength) == 0 else {
+                    index = position + 1
+                    continue
                 }
+                let valueStart = position + markerLength
+                consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]))
+                // Payloads are base64url and a dot: no escapes, the next quote ends them.
+                var end = valueStart
+                while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += 1 }
+                chunkStart = end
+                index = end
             }
             consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart...]))
         }
@@ -180,14 +189,24 @@ public struct ScreenReply: Sendable {
 
 /// Lowercase hexadecimal, without Foundation's formatting.
 public enum Hex {
+    /// `bytes` as lowercase hex digits.
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var output: [UInt8] = []
-        for byte in bytes {
-            output.append(digits[Int(byte >> 4)])
-            output.append(digits[Int(byte & 0x0F)])
+        encode(Array(bytes))
+    }
+
+    /// `bytes` as lowercase hex digits.
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        // Written into the string's own storage: no digit table array, no byte array to copy.
+        String(unsafeUninitializedCapacity: bytes.count * 2) { output in
+            let digits: StaticString = "0123456789abcdef"
+            var index = 0
+            for byte in bytes {
+                output[index] = digits.utf8Start[Int(byte >> 4)]
+                output[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                index += 2
+            }
+            return index
         }
-        return String(decoding: output, as: UTF8.self)
     }
 }
 
