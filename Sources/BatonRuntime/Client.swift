@@ -2,9 +2,6 @@ import BatonJSON
 import BatonFlows
 import Crypto
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Who the request comes from: a verified user (bearer token), a device (`X-Device-Id`),
 /// both, or neither.
@@ -159,28 +156,22 @@ public struct ScreenReply: Sendable {
     /// Feeds `body` to `consume` in chunks, with the value of every `"payload":"…"` member left
     /// out. The sequence can only be a member name: inside a JSON string a quote is escaped.
     static func maskingPayloads(_ body: [UInt8], _ consume: (UnsafeRawBufferPointer) -> Void) {
-        let marker: StaticString = #""payload":""#
-        let markerLength = marker.utf8CodeUnitCount
+        let marker = Array(#""payload":""#.utf8)
         body.withUnsafeBytes { bytes in
-            guard let base = bytes.baseAddress else { return consume(bytes) }
             var chunkStart = 0
             var index = 0
-            // memchr jumps from quote to quote many bytes at a time (a byte loop over the
-            // whole body was a noticeable part of a screen response).
-            while index + markerLength <= bytes.count, let quote = memchr(base + index, Int32(UInt8(ascii: "\"")), bytes.count - index) {
-                let position = base.distance(to: UnsafeRawPointer(quote))
-                guard position + markerLength <= bytes.count else { break }
-                guard memcmp(quote, marker.utf8Start, markerLength) == 0 else {
-                    index = position + 1
-                    continue
+            while index + marker.count <= bytes.count {
+                if bytes[index] == marker[0], bytes[index..<(index + marker.count)].elementsEqual(marker) {
+                    let valueStart = index + marker.count
+                    consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]))
+                    // Payloads are base64url and a dot: no escapes, the next quote ends them.
+                    var end = valueStart
+                    while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += 1 }
+                    chunkStart = end
+                    index = end
+                } else {
+                    index += 1
                 }
-                let valueStart = position + markerLength
-                consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]))
-                // Payloads are base64url and a dot: no escapes, the next quote ends them.
-                var end = valueStart
-                while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += 1 }
-                chunkStart = end
-                index = end
             }
             consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart...]))
         }
