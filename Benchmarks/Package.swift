@@ -5,6 +5,10 @@
 //   cd Benchmarks && swift package benchmark
 import PackageDescription
 
+// SwiftPM names a path dependency after its directory: "main" in /work/main, "wt-perf" in a
+// worktree. Read it from where this manifest lives so the benchmarks build from any checkout.
+let baton = String(Context.packageDirectory.split(separator: "/").dropLast().last ?? "main").lowercased()
+
 let package = Package(
     name: "BatonBenchmarks",
     platforms: [.macOS(.v15)],
@@ -17,10 +21,11 @@ let package = Package(
             name: "BatonBenchmarks",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "BatonContract", package: "main"),
-                .product(name: "BatonFlows", package: "main"),
-                .product(name: "BatonJSON", package: "main"),
-                .product(name: "BatonRuntime", package: "main"),
+                .product(name: "BatonContract", package: baton),
+                .product(name: "BatonFlows", package: baton),
+                .product(name: "BatonJSON", package: baton),
+                .product(name: "BatonRuntime", package: baton),
+                .product(name: "BatonServer", package: baton),
             ],
             path: "Benchmarks/BatonBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

@@ -21,10 +21,30 @@ extension FlowInvocation {
 }
 
 extension UUID {
-    var lowercased: String { uuidString.lowercased() }
+    /// The canonical lowercase form (8-4-4-4-12 hex digits), written directly: loaders give
+    /// every row's id this way, and `uuidString.lowercased()` builds two strings per id.
+    var lowercased: String {
+        withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { output in
+                let digits: StaticString = "0123456789abcdef"
+                var index = 0
+                for (position, byte) in bytes.enumerated() {
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        output[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    output[index] = digits.utf8Start[Int(byte >> 4)]
+                    output[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                    index += 2
+                }
+                return index
+            }
+        }
+    }
 }
 
-/// `m:ss` for a track length.
+/// `m:ss` for a track length (`String(format:)` goes through Foundation's formatter).
 func formatDuration(_ seconds: Int) -> String {
-    "\(seconds / 60):" + String(format: "%02d", seconds % 60)
+    let remainder = seconds % 60
+    return "\(seconds / 60):" + ((0..<10).contains(remainder) ? "0\(remainder)" : "\(remainder)")
 }

@@ -63,14 +63,28 @@ public struct TemplateString: Sendable, Hashable {
 
     /// The text with references replaced by their values (missing values become empty).
     public func render(_ scope: TemplateScope) -> String {
-        if segments.count == 1, case .literal(let text) = segments[0] { return text }
-        var output = ""
-        for segment in segments {
-            switch segment {
-            case .literal(let text): output += text
-            case .reference(let path): output += scope.lookup(path)?.interpolationText ?? ""
+        if segments.count == 1 {
+            switch segments[0] {
+            case .literal(let text): return text
+            case .reference(let path): return scope.lookup(path)?.interpolationText ?? ""
             }
         }
+        // Look the references up first, so the text is built in one allocation.
+        var parts: [String] = []
+        parts.reserveCapacity(segments.count)
+        var length = 0
+        for segment in segments {
+            let part: String
+            switch segment {
+            case .literal(let text): part = text
+            case .reference(let path): part = scope.lookup(path)?.interpolationText ?? ""
+            }
+            length += part.utf8.count
+            parts.append(part)
+        }
+        var output = ""
+        output.reserveCapacity(length)
+        for part in parts { output += part }
         return output
     }
 
@@ -88,23 +102,66 @@ public struct TemplateError: Error, Sendable {
 }
 
 /// The values templates can reference, by top-level name.
+///
+/// A handful of names (`params`, `data`, `subject`, `item`…), kept in a short list rather than
+/// a dictionary: a lookup compares a few short names instead of hashing one, and `each` sets
+/// `item` and `index` per element without copying a hash table.
 public struct TemplateScope: Sendable {
-    public var values: [String: JSONValue]
+    private var names: [String] = []
+    private var roots: [JSONValue] = []
 
     public init(_ values: [String: JSONValue] = [:]) {
         self.values = values
     }
 
+    /// Every top-level value by name.
+    public var values: [String: JSONValue] {
+        get { Dictionary(zip(names, roots), uniquingKeysWith: { _, last in last }) }
+        set {
+            names = Array(newValue.keys)
+            roots = Array(newValue.values)
+        }
+    }
+
     public func lookup(_ path: [String]) -> JSONValue? {
-        guard let first = path.first, let root = values[first] else { return nil }
-        return root.value(at: path.dropFirst())
+        guard let first = path.first, let slot = slot(first) else { return nil }
+        var current = roots[slot]
+        for part in path.dropFirst() {
+            switch current {
+            case .object(let object):
+                guard let next = object[part] else { return nil }
+                current = next
+            case .array(let array):
+                guard let index = Int(part), array.indices.contains(index) else { return nil }
+                current = array[index]
+            default:
+                return nil
+            }
+        }
+        return current
     }
 
     /// A scope with one more (or a replaced) top-level value.
     public func with(_ name: String, _ value: JSONValue) -> TemplateScope {
         var copy = self
-        copy.values[name] = value
+        copy.set(name, value)
         return copy
+    }
+
+    /// Sets a top-level value in place (`each` reuses one scope for all its elements).
+    mutating func set(_ name: String, _ value: JSONValue) {
+        if let slot = slot(name) {
+            roots[slot] = value
+        } else {
+            names.append(name)
+            roots.append(value)
+        }
+    }
+
+    private func slot(_ name: String) -> Int? {
+        let length = name.utf8.count
+        for index in names.indices where names[index].utf8.count == length && names[index] == name { return index }
+        return nil
     }
 }
 
@@ -261,7 +318,10 @@ public indirect enum JSONTemplate: Sendable, Hashable {
             output.reserveCapacity(items.count)
             for item in items { item.renderInto(&output, scope) }
             return .array(output)
-        case .object:
+        case .object(let pairs, let when, let each, _):
+            if each == nil {
+                return Self.renderObject(pairs, when: when, scope)
+            }
             var output: [JSONValue] = []
             renderInto(&output, scope)
             return output.first
@@ -273,23 +333,29 @@ public indirect enum JSONTemplate: Sendable, Hashable {
             if let value = render(scope) { output.append(value) }
             return
         }
-        func one(_ scope: TemplateScope) {
-            if let when, Self.isTruthy(scope.lookup(when.path)) == when.negated { return }
-            var object = JSONObject()
-            object.reserveCapacity(pairs.count)
-            for (key, value) in pairs {
-                if let rendered = value.render(scope) { object[key] = rendered }
-            }
-            output.append(.object(object))
+        guard let each else {
+            if let object = Self.renderObject(pairs, when: when, scope) { output.append(object) }
+            return
         }
-        if let each {
-            guard case .array(let elements)? = scope.lookup(each) else { return }
-            for (index, element) in elements.enumerated() {
-                one(scope.with("item", element).with("index", .int(index)))
-            }
-        } else {
-            one(scope)
+        guard case .array(let elements)? = scope.lookup(each) else { return }
+        output.reserveCapacity(output.count + elements.count)
+        var itemScope = scope
+        for (index, element) in elements.enumerated() {
+            itemScope.set("item", element)
+            itemScope.set("index", .int(index))
+            if let object = Self.renderObject(pairs, when: when, itemScope) { output.append(object) }
         }
+    }
+
+    /// One mapping, or nil when its `when` does not hold.
+    private static func renderObject(_ pairs: [(String, JSONTemplate)], when: Condition?, _ scope: TemplateScope) -> JSONValue? {
+        if let when, isTruthy(scope.lookup(when.path)) == when.negated { return nil }
+        var object = JSONObject()
+        object.reserveCapacity(pairs.count)
+        for (key, value) in pairs {
+            if let rendered = value.render(scope) { object[key] = rendered }
+        }
+        return .object(object)
     }
 
     /// `when` truthiness: null, false, 0, "" and empty containers are false.

@@ -41,17 +41,40 @@ public struct PayloadClaims: Sendable, Equatable {
     }
 
     /// The signed form: keys in a fixed order, so the same claims always give the same bytes.
-    var json: JSONValue {
-        var object: JSONObject = [
-            "v": 1, "k": .string(keyID), "s": .string(subject), "f": .string(flow),
-        ]
-        if let sessionID { object["i"] = .string(sessionID.uuidString.lowercased()) }
-        object["n"] = .int(step)
-        object["e"] = .string(event)
-        object["x"] = .int(expires)
-        if let parameters { object["p"] = .object(parameters) }
-        if let nonce { object["r"] = .string(nonce) }
-        return .object(object)
+    /// Written straight into the output rather than built as a JSON object first: a screen
+    /// mints one of these per start action.
+    var encoded: [UInt8] {
+        var writer = JSONWriter(capacity: 256)
+        var first = true
+        writer.write(byte: UInt8(ascii: "{"))
+        writer.writeKey("v", first: &first)
+        writer.write(1)
+        writer.writeKey("k", first: &first)
+        writer.write(keyID)
+        writer.writeKey("s", first: &first)
+        writer.write(subject)
+        writer.writeKey("f", first: &first)
+        writer.write(flow)
+        if let sessionID {
+            writer.writeKey("i", first: &first)
+            writer.write(sessionID.uuidString.lowercased())
+        }
+        writer.writeKey("n", first: &first)
+        writer.write(step)
+        writer.writeKey("e", first: &first)
+        writer.write(event)
+        writer.writeKey("x", first: &first)
+        writer.write(expires)
+        if let parameters {
+            writer.writeKey("p", first: &first)
+            writer.write(JSONValue.object(parameters))
+        }
+        if let nonce {
+            writer.writeKey("r", first: &first)
+            writer.write(nonce)
+        }
+        writer.write(byte: UInt8(ascii: "}"))
+        return writer.bytes()
     }
 
     init?(json: JSONValue) {
@@ -99,10 +122,35 @@ public struct PayloadSigner: Sendable {
         public init(description: String) { self.description = description }
     }
 
-    private let keys: [(id: String, key: SymmetricKey)]
+    private let keys: [MACKey]
     /// Keys for device tokens, derived from the signing keys (same ids, same rotation), so a
     /// payload MAC can never be replayed as a device token or the other way round.
-    private let deviceKeys: [(id: String, key: SymmetricKey)]
+    private let deviceKeys: [MACKey]
+
+    /// A key with its HMAC state set up once: padding the key and hashing its two blocks
+    /// costs as much as a short message, so each MAC starts from a copy of this state.
+    private struct MACKey: Sendable {
+        let id: String
+        let key: SymmetricKey
+        let keyed: HMAC<SHA256>
+
+        init(id: String, key: SymmetricKey) {
+            self.id = id
+            self.key = key
+            self.keyed = HMAC<SHA256>(key: key)
+        }
+
+        func authenticationCode(for bytes: [UInt8]) -> HMAC<SHA256>.MAC {
+            var mac = keyed
+            mac.update(data: bytes)
+            return mac.finalize()
+        }
+
+        /// Compares in constant time (`MessageAuthenticationCode`'s `==`).
+        func isValid(_ mac: [UInt8], for bytes: [UInt8]) -> Bool {
+            authenticationCode(for: bytes) == mac
+        }
+    }
     /// Payloads longer than this are refused unread.
     public static let maxLength = 4096
 
@@ -116,9 +164,11 @@ public struct PayloadSigner: Sendable {
                 throw KeyError(description: "signing key '\(key.id)' is \(key.secret.count) bytes; use at least 32 random bytes")
             }
         }
-        self.keys = keys.map { ($0.id, SymmetricKey(data: $0.secret)) }
-        self.deviceKeys = self.keys.map { id, key in
-            (id, SymmetricKey(data: Array(HMAC<SHA256>.authenticationCode(for: Array("baton device token v1".utf8), using: key))))
+        self.keys = keys.map { MACKey(id: $0.id, key: SymmetricKey(data: $0.secret)) }
+        self.deviceKeys = self.keys.map { signing in
+            MACKey(
+                id: signing.id,
+                key: SymmetricKey(data: Array(HMAC<SHA256>.authenticationCode(for: Array("baton device token v1".utf8), using: signing.key))))
         }
     }
 
@@ -144,8 +194,8 @@ public struct PayloadSigner: Sendable {
     public func sign(_ claims: PayloadClaims) -> String {
         var claims = claims
         claims.keyID = keys[0].id
-        let body = JSONEncoding.encode(claims.json)
-        let mac = HMAC<SHA256>.authenticationCode(for: body, using: keys[0].key)
+        let body = claims.encoded
+        let mac = keys[0].authenticationCode(for: body)
         return Self.base64URL(body) + "." + Self.base64URL(Array(mac))
     }
 
@@ -160,11 +210,11 @@ public struct PayloadSigner: Sendable {
         }
         // Read the key id before trusting anything else in the body.
         guard let unverified = try? JSONValue.parse(body), let keyID = unverified["k"]?.stringValue,
-            let key = keys.first(where: { $0.id == keyID })?.key
+            let key = keys.first(where: { $0.id == keyID })
         else {
             return .failure(.invalid("the payload is not one Baton minted (unknown or missing key)"))
         }
-        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key) else {
+        guard key.isValid(mac, for: body) else {
             return .failure(.invalid("the payload's signature does not match: it was altered or not minted here"))
         }
         guard let claims = PayloadClaims(json: unverified) else {
@@ -179,7 +229,7 @@ public struct PayloadSigner: Sendable {
     /// The token that proves a request speaks for `device` (a lowercase UUID): `keyid.mac`,
     /// issued in `X-Device-Token` the first time the device is seen.
     public func deviceToken(for device: String) -> String {
-        let mac = HMAC<SHA256>.authenticationCode(for: Array(device.utf8), using: deviceKeys[0].key)
+        let mac = deviceKeys[0].authenticationCode(for: Array(device.utf8))
         return deviceKeys[0].id + "." + Self.base64URL(Array(mac))
     }
 
@@ -187,10 +237,10 @@ public struct PayloadSigner: Sendable {
     public func verifyDeviceToken(_ token: String, device: String) -> Bool {
         guard token.utf8.count <= 200 else { return false }
         let parts = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, let key = deviceKeys.first(where: { $0.id == parts[0] })?.key,
+        guard parts.count == 2, let key = deviceKeys.first(where: { $0.id == parts[0] }),
             let mac = Self.base64URL(decoding: parts[1].utf8), mac.count == SHA256.byteCount
         else { return false }
-        return HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: Array(device.utf8), using: key)
+        return key.isValid(mac, for: Array(device.utf8))
     }
 
     /// RFC 4648 §5 base64url without padding.
@@ -205,9 +255,11 @@ public struct PayloadSigner: Sendable {
 
     /// A fresh start-action nonce: 96 random bits, base64url.
     public static func makeNonce() -> String {
+        // Two draws, not one per byte: each draw is a getrandom(2) call.
         var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8](repeating: 0, count: 12)
-        for index in bytes.indices { bytes[index] = generator.next() }
+        let high = generator.next() as UInt64
+        let low = generator.next() as UInt32
+        let bytes = withUnsafeBytes(of: high) { Array($0) } + withUnsafeBytes(of: low) { Array($0) }
         return base64URL(bytes)
     }
 

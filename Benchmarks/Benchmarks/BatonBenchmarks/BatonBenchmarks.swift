@@ -2,6 +2,7 @@ import BatonContract
 import BatonFlows
 import BatonJSON
 import BatonRuntime
+import BatonServer
 import Benchmark
 import Foundation
 
@@ -51,6 +52,35 @@ func largeScreen() -> JSONValue {
     ]
 }
 
+/// `Flows/screens/playlist.yaml`, as the server loads it.
+let playlistScreen: ScreenTemplate = {
+    let file = repository.appendingPathComponent("Flows/screens/playlist.yaml").path
+    let (template, diagnostics) = ScreenTemplate.load(source: try! String(contentsOfFile: file, encoding: .utf8), file: file)
+    precondition(!diagnostics.hasErrors, "\(diagnostics)")
+    return template!
+}()
+
+/// The scope `ScreenRendering.render` builds for the playlist screen: the owner looking at a
+/// playlist of 25 tracks, with what the `playlists.get` loader returns.
+func playlistScope() -> TemplateScope {
+    let id = "5f0c2a8e-1b7d-4c3e-9a61-2f4b8d9e0a17"
+    let tracks: [JSONValue] = (0..<25).map { index in
+        [
+            "id": .string("0b6e4c1a-7d2f-4e8b-a3c5-\(String(100_000_000_000 + index))"), "title": .string("Track \(index)"),
+            "artist": "Some Artist", "duration": .string("3:\(10 + index)"),
+        ]
+    }
+    let playlist: JSONValue = [
+        "id": .string(id), "name": "Road trip", "description": "Songs for the long way round",
+        "artwork": "https://img.example.com/playlists/default.jpg", "isOwner": true, "isPublic": true, "favourite": false,
+        "canAddFavourite": true, "trackCount": .int(tracks.count), "tracksLabel": "25 tracks", "tracks": .array(tracks),
+    ]
+    return TemplateScope([
+        "params": ["id": .string(id)], "subject": FlowSubject(kind: .user, id: "1234").jsonValue, "error": .null,
+        "data": ["playlist": playlist],
+    ])
+}
+
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(metrics: [.wallClock, .mallocCountTotal, .throughput], timeUnits: .microseconds, maxDuration: .seconds(5))
     let screen = largeScreen()
@@ -74,6 +104,12 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { blackHole(JSONEncoding.encode(screen)) }
     }
 
+    // Every screen response: SHA-256 of the body with its payloads masked.
+    let body = fitter.encodeScreen(screen, for: ScreenFitter.Client(contract: 3, capabilities: [])).bytes
+    Benchmark("ETag of the fitted 200-component screen") { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(ScreenReply(body: body, subject: "user:1234", validUntil: 4_102_444_800).etag) }
+    }
+
     let signer = try! PayloadSigner(configuration: "bench:" + Data(repeating: 7, count: 32).base64EncodedString())
     let claims = PayloadClaims(
         subject: "user:1234", flow: "playlist-create", sessionID: UUID(), step: 3, event: "submit", expires: 4_102_444_800)
@@ -83,5 +119,31 @@ let benchmarks: @Sendable () -> Void = {
     }
     Benchmark("Verify a command payload") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(signer.verify(payload)) }
+    }
+
+    // What ReplyEncoder.start does for every startFlow action of a rendered screen.
+    Benchmark("Mint a start payload") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(
+                signer.sign(
+                    PayloadClaims(
+                        subject: "user:1234", flow: "playlist-remove-track", sessionID: nil, step: 0, event: "start",
+                        expires: 4_102_444_800,
+                        parameters: ["playlist": "5f0c2a8e-1b7d-4c3e-9a61-2f4b8d9e0a17", "track": "0b6e4c1a-7d2f-4e8b-a3c5-100000000007"],
+                        nonce: PayloadSigner.makeNonce())))
+        }
+    }
+
+    let scope = playlistScope()
+    Benchmark("Render the playlist screen template (25 tracks)") { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(playlistScreen.content.render(scope)) }
+    }
+
+    let secret = "benchmark-secret-at-least-16-bytes"
+    Benchmark("Verify a bearer token (HS256)") { benchmark in
+        let authenticator = try await BearerAuthenticator(hs256Secret: secret, publicKeys: nil, issuer: nil, audience: nil)
+        let token = try await BearerAuthenticator.developmentToken(subject: "1234", secret: secret)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { blackHole(try await authenticator.user(fromToken: token)) }
     }
 }
