@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import BatonFlows
 import BatonJSON
 import Crypto
+import Dispatch
 import Foundation
 import Logging
 import NIOCore
@@ -180,7 +181,7 @@ private final class Service: Sendable {
         logger[metadataKey: "service"] = .string(definition.name)
         logger[metadataKey: "method"] = .string(request.method)
         logger[metadataKey: "path"] = .string(request.path)
-        if let refusal = EgressRule.refusal(host: endpoint.host, isInternal: definition.isInternal, resolve: resolve) {
+        if let refusal = await egressRefusal() {
             logger.error("service call refused by the egress rule", metadata: ["reason": .string(refusal)])
             return .failure(.refused)
         }
@@ -234,6 +235,23 @@ private final class Service: Sendable {
             logger.warning("service call failed", metadata: ["failure": .string(failure.rawValue), "reason": .string(last.reason)])
         }
         return result
+    }
+
+    /// The egress verdict for the service's host, kept for half a minute: resolving blocks, so
+    /// it runs on a thread of its own, not on an event loop, and not for every call.
+    private let verdict = Mutex<(refusal: String?, until: ContinuousClock.Instant)?>(nil)
+
+    private func egressRefusal() async -> String? {
+        if definition.isInternal { return nil }
+        if let cached = verdict.withLock({ $0 }), cached.until > .now { return cached.refusal }
+        let (host, resolve) = (endpoint.host, self.resolve)
+        let refusal = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+            DispatchQueue.global().async {
+                continuation.resume(returning: EgressRule.refusal(host: host, isInternal: false, resolve: resolve))
+            }
+        }
+        verdict.withLock { $0 = (refusal, .now + .seconds(30)) }
+        return refusal
     }
 
     /// One attempt's result.
