@@ -297,7 +297,6 @@ public final class FlowRuntime: Sendable {
         return ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry)
     }
 
-    /// A screen's fitted bytes, on the caller's transaction.
     /// Fetches a screen template's service loads, all at once, before its transaction.
     private func fetch(_ name: String, parameters: JSONObject, identity: ClientIdentity, served: ServedFlows) async -> [String: ServiceResult] {
         guard let template = served.bundle.screens[name], !template.serviceLoads.isEmpty,
@@ -316,6 +315,7 @@ public final class FlowRuntime: Sendable {
         }
     }
 
+    /// A screen's fitted bytes, on the caller's transaction (its service loads already fetched).
     private func screen(
         _ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows,
         fetched: [String: ServiceResult] = [:], db: PostgresConnection
@@ -359,13 +359,10 @@ public final class FlowRuntime: Sendable {
         var awaiting: CallWait? = nil
     }
 
-    /// Runs `body` in a transaction and publishes what it returned, once.
-    ///
-    /// If the connection breaks after COMMIT was sent, nobody knows whether the transaction
-    /// committed. The body is then run again in a new transaction, and the command log
-    /// decides: if the first attempt committed, the body finds its log entry and answers a
-    /// replay of the same bytes, and the first attempt's result is delivered (not marked as a
-    /// replay, counted once); if it did not, this is the command's first and only run.
+    /// Runs a command: `body` in a transaction (see ``transaction(flow:_:)``); then, if the
+    /// step stopped at a service call, the call and the transaction that applies it, or, if
+    /// another request's call for the step is in flight, the wait for its answer. Publishes
+    /// what the command returned, once.
     private func run(flow: String, started: ContinuousClock.Instant, _ body: @escaping @Sendable (PostgresConnection) throws -> StepResult)
         async throws -> CommandReply
     {

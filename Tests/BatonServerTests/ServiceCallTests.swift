@@ -7,6 +7,7 @@ import BatonScenarios
 import BatonServer
 import BatonServices
 import BatonTestSupport
+import Crypto
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -447,5 +448,76 @@ extension ServiceCallTests {
         #expect(messages.contains { $0.hasPrefix("Flows/lookup.yaml:8:") && $0.contains("unknown service 'trackng'") && $0.contains("did you mean 'tracking'") }, "\(messages)")
         #expect(messages.contains { $0.contains("'timeuot' is not a call outcome") && $0.contains("did you mean 'timeout'") }, "\(messages)")
         #expect(messages.contains { $0.contains("does not handle timeout, circuit_open, failed, bad_response, refused") }, "\(messages)")
+    }
+}
+
+extension ServiceCallTests {
+    @Test("no more calls than the service's concurrency are in flight at once; the others wait their turn")
+    func concurrencyLimit() async throws {
+        let server = try await TrackingServer()
+        let client = Self.client(server)
+        var limited = Self.tracking(attempt: .seconds(5))
+        limited.concurrency = 2
+        let service = limited
+        server.configure { $0.delay = .milliseconds(300) }
+        let results = await withTaskGroup(of: ServiceResult.self) { group in
+            for _ in 0..<6 { group.addTask { await client.call(Self.get("3SDEMO0000001"), service: service) } }
+            var results: [ServiceResult] = []
+            for await result in group { results.append(result) }
+            return results
+        }
+        #expect(results.allSatisfy { if case .response(200, _) = $0 { true } else { false } }, "\(results)")
+        #expect(server.mostInFlight == 2, "at most 2 at once, got \(server.mostInFlight)")
+        await server.stop()
+    }
+
+    @Test("hmac auth signs timestamp, method, target and body with the configured secret")
+    func hmac() async throws {
+        let server = try await TrackingServer()
+        let url = server.baseURL
+        let client = ServiceClient(
+            settings: { $0 == "baton.service.tracking.url" ? url : ($0 == "baton.service.tracking.secret" ? "s3cret" : nil) },
+            logger: Self.logger)
+        let write = ServiceRequest(
+            service: "tracking", method: "POST", path: "/v1/parcels/3SDEMO0000001/redirect", body: ["location": "UT-0001"],
+            idempotencyKey: "baton-test")
+        _ = await client.call(write, service: Self.tracking(auth: .hmac))
+        let headers = try #require(server.requestHeaders.last)
+        let timestamp = try #require(headers["x-baton-timestamp"])
+        let message = Array("\(timestamp)\nPOST\n/v1/parcels/3SDEMO0000001/redirect\n{\"location\":\"UT-0001\"}".utf8)
+        let expected = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Array("s3cret".utf8)))
+        #expect(headers["x-baton-signature"] == "sha256=" + expected.map { String(format: "%02x", $0) }.joined())
+        #expect(headers["authorization"] == nil)
+        // A service that needs a secret without one configured is not called.
+        let unconfigured = ServiceClient(settings: { $0 == "baton.service.tracking.url" ? url : nil }, logger: Self.logger)
+        #expect(await unconfigured.call(write, service: Self.tracking(auth: .hmac)) == .failure(.refused))
+        await server.stop()
+    }
+
+    @Test("the demo tracking API answers parcels from the demo shipments and redirects once per parcel, by Idempotency-Key")
+    func demoTracking() async throws {
+        let environment = try await TestApplication.environment(
+            flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry(), configure: { $0.demoTracking = true })
+        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        try await buildApplication(environment).test(.router) { client in
+            let parcel = try await client.execute(uri: "/demo/tracking/v1/parcels/3SDEMO0000004", method: .get)
+            #expect(parcel.status == .ok)
+            #expect(parcel.json["status"] == "Registered; waiting to be dropped off")
+            #expect(try await client.execute(uri: "/demo/tracking/v1/parcels/3SNOTREAL000", method: .get).status == .notFound)
+            func redirect(_ key: String, to location: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/demo/tracking/v1/parcels/3SDEMO0000004/redirect", method: .post,
+                    headers: [HTTPField.Name("Idempotency-Key")!: key, .contentType: "application/json"],
+                    body: ByteBuffer(bytes: JSONEncoding.encode(["location": .string(location)])))
+            }
+            #expect(try await redirect("k1", to: "UT-0002").status == .ok)
+            #expect(try await redirect("k1", to: "UT-0002").status == .ok, "the same key answers the same")
+            let other = try await redirect("k2", to: "UT-0003")
+            #expect(other.status == .conflict)
+            #expect(other.json["error"]?["message"] == "This parcel is already on its way to another pickup point.")
+            let after = try await client.execute(uri: "/demo/tracking/v1/parcels/3SDEMO0000004", method: .get).json
+            #expect(after["status"] == "Waiting to be dropped off; it will go to pickup point Neude parcel point")
+        }
+        await environment.pool.close()
     }
 }

@@ -34,6 +34,8 @@ public final class TrackingServer: Sendable {
     private final class Shared: Sendable {
         let behaviour = Mutex(Behaviour())
         let stopping = Mutex(false)
+        /// Requests being handled now, and the most at once.
+        let inFlight = Mutex<(now: Int, most: Int)>((0, 0))
 
         /// Sleeps, but wakes when the server stops (a handler cancelled mid-sleep would bring
         /// the process down in NIO).
@@ -60,6 +62,8 @@ public final class TrackingServer: Sendable {
             shared.log.withLock { $0.requests.append((request.method.rawValue, path, request.headers[HTTPField.Name("Idempotency-Key")!], headers)) }
         }
         @Sendable func misbehave() async throws -> Response? {
+            shared.inFlight.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+            defer { shared.inFlight.withLock { $0.now -= 1 } }
             let current = shared.behaviour.withLock { state -> Behaviour in
                 let copy = state
                 if state.failNext > 0 { state.failNext -= 1 }
@@ -149,6 +153,9 @@ public final class TrackingServer: Sendable {
 
     /// The headers of every request received, in order (lowercased names).
     public var requestHeaders: [[String: String]] { shared.log.withLock { $0.requests.map(\.headers) } }
+
+    /// The most requests the server was handling at once.
+    public var mostInFlight: Int { shared.inFlight.withLock { $0.most } }
 
     /// How many times each idempotency key changed something.
     public var applied: [String: Int] { shared.log.withLock { $0.applied } }
