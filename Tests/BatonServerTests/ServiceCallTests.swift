@@ -521,3 +521,33 @@ extension ServiceCallTests {
         await environment.pool.close()
     }
 }
+
+extension ServiceCallTests {
+    @Test("scenario stubs answer by method and path (a trailing * is a prefix); a call no stub answers is reported")
+    func scenarioStubs() async throws {
+        let (scenario, diagnostics) = Scenario.load(
+            source: """
+                scenario: stubs
+                as: user:ann
+                services:
+                  tracking:
+                    - { method: GET, path: /v1/parcels/3SDEMO0000001, status: 200, body: { code: 3SDEMO0000001 } }
+                    - { method: POST, path: /v1/parcels/*, failure: timeout }
+                steps:
+                  - screen: home
+                """, file: "Flows/tests/stubs.yaml")
+        #expect(diagnostics.isEmpty, "\(diagnostics)")
+        let stubs = ScenarioServices(stubs: try #require(scenario).services)
+        let service = ServiceDefinition(name: "tracking")
+        #expect(await stubs.call(Self.get("3SDEMO0000001"), service: service) == .response(status: 200, body: ["code": "3SDEMO0000001"]))
+        let write = ServiceRequest(service: "tracking", method: "POST", path: "/v1/parcels/3SDEMO0000001/redirect")
+        #expect(await stubs.call(write, service: service) == .failure(.timeout))
+        #expect(await stubs.call(Self.get("3SDEMO0000009"), service: service) == .failure(.refused))
+        #expect(stubs.takeUnmatched() == ["no stub answers GET /v1/parcels/3SDEMO0000009 on service 'tracking'"])
+
+        let (_, bad) = Scenario.load(
+            source: "scenario: bad\nas: user:ann\nservices: { tracking: [ { path: /x, failure: slow } ] }\nsteps: [ { screen: home } ]",
+            file: "Flows/tests/bad.yaml")
+        #expect(bad.contains { $0.message.hasPrefix("failure must be one of timeout") }, "\(bad)")
+    }
+}
