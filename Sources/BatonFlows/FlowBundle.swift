@@ -73,6 +73,19 @@ public struct FlowBundle: Sendable {
         var linter = FlowLinter(catalog: catalog, templateEvents: { templateEvents[$0] })
         linter.services = services
         for name in flows.keys.sorted() { bundle.diagnostics += linter.lint(flows[name]!) }
+        // A flow step renders synchronously inside its transaction: a template's service loads
+        // are fetched only when the screen is served on its own.
+        for name in flows.keys.sorted() {
+            for state in flows[name]!.states.values {
+                guard case .screen(let spec) = state.response, let template = spec.templateName.flatMap({ screens[$0] }),
+                    let load = template.serviceLoads.first
+                else { continue }
+                bundle.diagnostics.append(
+                    .warning(
+                        "screen '\(template.name)' loads '\(load.name)' from a service, which a flow state does not fetch: it renders the fallback here (call the service in a transition instead)",
+                        at: spec.location))
+            }
+        }
         var screenLinter = ScreenLinter(catalog: catalog)
         screenLinter.services = services
         bundle.diagnostics += screenLinter.lint(Array(screens.values))

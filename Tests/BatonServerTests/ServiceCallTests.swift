@@ -551,3 +551,30 @@ extension ServiceCallTests {
         #expect(bad.contains { $0.message.hasPrefix("failure must be one of timeout") }, "\(bad)")
     }
 }
+
+extension ServiceCallTests {
+    @Test("a flow state showing a template that loads from a service is warned: the flow renders its fallback")
+    func serviceLoadInFlowWarned() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flows-\(UUID().uuidString.prefix(8))/Flows")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("screens"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory.deletingLastPathComponent()) }
+        try "services:\n  tracking: { internal: true }\n".write(to: directory.appendingPathComponent("services.yaml"), atomically: true, encoding: .utf8)
+        try String(contentsOf: BuiltinFlowsTests.flows.appendingPathComponent("screens/parcel.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "action: { type: startFlow, flow: track-parcel, title: Track a parcel }", with: "action: { type: command, event: done }")
+            .write(to: directory.appendingPathComponent("screens/parcel.yaml"), atomically: true, encoding: .utf8)
+        try """
+            flow: show
+            start: show
+            states:
+              show:
+                screen: { template: parcel, params: { code: "3SDEMO0000001" } }
+                on:
+                  done: finished
+              finished:
+                done: {}
+            """.write(to: directory.appendingPathComponent("show.yaml"), atomically: true, encoding: .utf8)
+        let bundle = FlowBundle.load(directory: directory, catalog: FlowCatalog())
+        let warnings = bundle.diagnostics.filter { $0.severity == .warning }.map(\.description)
+        #expect(warnings.contains { $0.hasPrefix("Flows/show.yaml:5:") && $0.contains("loads 'parcel' from a service") }, "\(bundle.diagnostics)")
+    }
+}
