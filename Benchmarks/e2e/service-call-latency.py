@@ -16,6 +16,8 @@ service: two short transactions, the HTTP client, JSON, fitting), Baton's own vi
 and Baton's CPU per command (from /proc/<pid>/stat).
 
     Benchmarks/e2e/service-call-latency.py --baton .build/release/baton --requests 500
+
+KEEP=1 keeps the data directory with Baton's log (baton.log); LOG_LEVEL sets its level.
 """
 import argparse
 import http.client
