@@ -94,6 +94,12 @@ public struct FlowBundle: Sendable {
         return bundle
     }
 
+    /// The declaration of service `name`, or the defaults for a service this bundle does not
+    /// declare (a session pinned to an older definition may still call it).
+    public func service(_ name: String) -> ServiceDefinition {
+        services[name] ?? ServiceDefinition(name: name)
+    }
+
     /// Engines for every flow, sharing the screen templates.
     public var engines: [String: FlowEngine] {
         flows.mapValues { FlowEngine(flow: $0, screens: screens) }

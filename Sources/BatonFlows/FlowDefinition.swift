@@ -104,11 +104,6 @@ extension FlowDefinition {
         return found
     }
 
-    /// The transition making the service call with this id.
-    public func callTransition(_ id: String) -> Transition? {
-        allTransitions.first { $0.transition.call?.id == id }?.transition
-    }
-
     /// The effects a new session can run before it gives the user anything to answer: those
     /// of action states reachable from `start` without passing a state that answers.
     ///

@@ -126,14 +126,20 @@ public struct FlowEngineError: Error, Sendable, CustomStringConvertible {
 /// decides the next state and renders its answer. Effects, guards and loaders run through
 /// the ``FlowHost``; the engine itself touches nothing outside its arguments.
 public struct FlowEngine: Sendable {
-    public var flow: FlowDefinition
+    public let flow: FlowDefinition
     public var screens: [String: ScreenTemplate]
+    /// The transitions that make service calls, by call id: found once, when the engine is
+    /// made, not on every resumed step.
+    let callTransitions: [String: Transition]
     /// How many action states one command may pass through (a loop guard).
     public static let maxHops = 32
 
     public init(flow: FlowDefinition, screens: [String: ScreenTemplate] = [:]) {
         self.flow = flow
         self.screens = screens
+        var calls: [String: Transition] = [:]
+        for (_, transition) in flow.allTransitions { if let call = transition.call { calls[call.id] = transition } }
+        self.callTransitions = calls
     }
 
     /// Starts a session: checks the parameters, enters the start state, answers.
@@ -167,7 +173,7 @@ public struct FlowEngine: Sendable {
     public func resume(call id: String, result: ServiceResult, session: FlowSessionState, host: some FlowHost, call: FlowCall) throws
         -> FlowStep
     {
-        guard let state = flow.states[session.state], let transition = flow.callTransition(id) else {
+        guard let state = flow.states[session.state], let transition = callTransitions[id] else {
             throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' has no service call \(id) in state '\(session.state)'")
         }
         var run = Run(engine: self, host: host, call: call, context: session.context)

@@ -151,10 +151,7 @@ public struct ServiceRequest: Sendable, Equatable {
     /// before the call for a retry to find it.
     public static func idempotencyKey(session: String, step: Int, event: String, call: String) -> String {
         let digest = SHA256.hash(data: Data("baton-call\u{0}\(session)\u{0}\(step)\u{0}\(event)\u{0}\(call)".utf8))
-        return "baton-" + digest.prefix(16).map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
-        }.joined()
+        return "baton-" + Hex.encode(digest.prefix(16))
     }
 }
 

@@ -82,11 +82,9 @@ extension FlowRuntime {
                 request.idempotencyKey = ServiceRequest.idempotencyKey(
                     session: session.id.uuidString.lowercased(), step: session.step, event: event, call: pending.call)
             }
-            let definition = command.served.bundle.services[request.service] ?? ServiceDefinition(name: request.service)
             let calling = Calling(
                 call: pending.call, event: event, step: session.step, inputDigest: command.inputDigest,
-                until: clock().addingTimeInterval((definition.worstCase(attemptTimeout: request.timeout) + Self.leaseMargin).seconds),
-                request: request)
+                until: lease(for: request, served: command.served), request: request)
             session.context[Calling.key] = calling.jsonValue
             session.status = "active"
             SessionStore.update(db, session: session)
@@ -110,6 +108,13 @@ extension FlowRuntime {
     /// Added to a call's worst case before another request may take it over.
     static let leaseMargin: Duration = .seconds(2)
 
+    /// Until when a replica making `request` owns the call: the call's worst case (every
+    /// attempt and backoff, within the call budget) plus a margin.
+    func lease(for request: ServiceRequest, served: ServedFlows) -> Date {
+        let worstCase = min(served.bundle.service(request.service).worstCase(attemptTimeout: request.timeout), callBudget)
+        return clock().addingTimeInterval((worstCase + Self.leaseMargin).seconds)
+    }
+
     /// A command for a step whose call is in flight (or whose replica died mid-call): the
     /// identical command waits for it, or takes it over once its lease ran out; any other is
     /// stale.
@@ -126,8 +131,7 @@ extension FlowRuntime {
         }
         // The replica that made the call is gone: make it again, with the same key.
         var taken = calling
-        let definition = command.served.bundle.services[calling.request.service] ?? ServiceDefinition(name: calling.request.service)
-        taken.until = clock().addingTimeInterval((definition.worstCase(attemptTimeout: calling.request.timeout) + Self.leaseMargin).seconds)
+        taken.until = lease(for: calling.request, served: command.served)
         var session = session
         session.context[Calling.key] = taken.jsonValue
         SessionStore.update(db, session: session)
@@ -143,8 +147,7 @@ extension FlowRuntime {
     func perform(_ work: CallWork) async throws -> StepResult {
         var request = work.calling.request
         request.budget = callBudget
-        let definition = work.command.served.bundle.services[request.service] ?? ServiceDefinition(name: request.service)
-        let result = await services.call(request, service: definition)
+        let result = await services.call(request, service: work.command.served.bundle.service(request.service))
         return try await transaction(flow: work.command.claims.flow) { [self] db in
             try apply(result, of: work, db: db)
         }

@@ -306,7 +306,7 @@ public final class FlowRuntime: Sendable {
         let requests = ScreenRendering.serviceRequests(template, parameters: parameters, subject: subject)
         return await withTaskGroup(of: (String, ServiceResult).self) { group in
             for (load, request) in requests {
-                let definition = served.bundle.services[request.service] ?? ServiceDefinition(name: request.service)
+                let definition = served.bundle.service(request.service)
                 group.addTask { [services] in (load, await services.call(request, service: definition)) }
             }
             var results: [String: ServiceResult] = [:]

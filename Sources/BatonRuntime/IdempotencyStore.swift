@@ -1,3 +1,4 @@
+import BatonJSON
 import BatonPostgres
 import Crypto
 import Foundation

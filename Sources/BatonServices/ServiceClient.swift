@@ -308,7 +308,7 @@ private final class Service: Sendable {
             message += body
             let mac = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Array((endpoint.secret ?? "").utf8)))
             http.headers.add(name: "X-Baton-Timestamp", value: timestamp)
-            http.headers.add(name: "X-Baton-Signature", value: "sha256=" + mac.map { String($0, radix: 16).leftPadded(2) }.joined())
+            http.headers.add(name: "X-Baton-Signature", value: "sha256=" + Hex.encode(mac))
         }
         do {
             let response = try await self.http.execute(http, timeout: .nanoseconds(Int64(timeout.nanoseconds)))
@@ -347,10 +347,6 @@ private final class Service: Sendable {
             return .failure(.failed, reason: "\(type(of: error)): \(String(describing: error).prefix(120))")
         }
     }
-}
-
-extension String {
-    fileprivate func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }
 
 extension Duration {

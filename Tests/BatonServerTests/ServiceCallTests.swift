@@ -77,11 +77,15 @@ struct ServiceCallTests {
     @Test("consecutive failures open the circuit: calls fail fast without reaching the service; a probe after the pause closes it")
     func circuit() async throws {
         let server = try await TrackingServer()
-        let client = Self.client(server)
+        let metrics = BatonMetrics()
+        let url = server.baseURL
+        let client = ServiceClient(settings: { $0 == "baton.service.tracking.url" ? url : nil }, metrics: metrics, logger: Self.logger)
         let service = Self.tracking(attempts: 1, failures: 2, open: .milliseconds(600))
+        func gauge() -> Bool { String(decoding: metrics.render(), as: UTF8.self).contains(#"baton_service_circuit_open{service="tracking"} 1"#) }
         server.configure { $0.forceStatus = 500 }
         for _ in 0..<2 { _ = await client.call(Self.get("3SDEMO0000001"), service: service) }
         #expect(client.isCircuitOpen("tracking"))
+        #expect(gauge(), "the open circuit is on /metrics")
         let refused = await client.call(Self.get("3SDEMO0000001"), service: service)
         #expect(refused == .failure(.circuitOpen))
         #expect(server.requests.count == 2, "an open circuit sends nothing")
@@ -91,6 +95,7 @@ struct ServiceCallTests {
         let probe = await client.call(Self.get("3SDEMO0000001"), service: service)
         guard case .response(200, _) = probe else { Issue.record("the probe should pass: \(probe)"); return }
         #expect(!client.isCircuitOpen("tracking"))
+        #expect(!gauge())
         #expect(server.requests.count == 3)
         await server.stop()
     }
@@ -197,6 +202,10 @@ struct ServiceCallTests {
             #expect(again.headers[.idempotentReplay] == "true")
             #expect(again.body == done.body)
             #expect(server.requests.filter { $0.method == "POST" }.count == 1)
+            // Counted per call, by outcome (the lookup and the redirect both answered 2xx).
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"baton_service_calls_total{service="tracking",outcome="2xx"} 2"#), "\(metrics)")
+            #expect(metrics.contains(#"baton_service_call_duration_seconds_count{service="tracking"} 2"#))
             // Nothing is left marked as calling.
             let calling = try await environment.pool.query("SELECT count(*) FROM flow_sessions WHERE context ? 'calling'")
             #expect(try calling[0].decode(Int.self, at: 0) == 0)

@@ -1,3 +1,4 @@
+import BatonJSON
 import BatonFlows
 import BatonRuntime
 import Crypto
