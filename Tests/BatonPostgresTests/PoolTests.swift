@@ -12,7 +12,8 @@ struct PoolTests {
         defer { Task { await pool.close() } }
         // Two long holders occupy both connections.
         let holders = (0..<2).map { _ in Task { try await pool.withConnection { try $0.query("SELECT pg_sleep(1.5)") } } }
-        try await Task.sleep(for: .milliseconds(200))
+        // Until both holders run (a loaded machine may start their tasks late).
+        for _ in 0..<100 where pool.statistics.inUse < 2 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(pool.statistics.inUse == 2)
 
         let started = ContinuousClock.now
@@ -53,9 +54,9 @@ struct PoolTests {
         defer { Task { await pool.close() } }
         // Long enough that the waiter is still queued when checked, on a loaded machine too.
         let holder = Task { try await pool.withConnection { try $0.query("SELECT pg_sleep(3)") } }
-        try await Task.sleep(for: .milliseconds(100))
+        for _ in 0..<200 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
         let waiter = Task { try await pool.query("SELECT 1") }
-        try await Task.sleep(for: .milliseconds(100))
+        for _ in 0..<200 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(pool.statistics.waiters == 1)
         waiter.cancel()
         await #expect(throws: CancellationError.self) { try await waiter.value }

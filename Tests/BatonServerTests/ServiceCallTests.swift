@@ -319,6 +319,9 @@ struct ServiceCallTests {
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 #expect(server.requests.count >= 32, "32 calls are in flight at once, the others queue for the service")
+                // A command that has not reached its call yet may hold a connection for a moment;
+                // while the calls hang, the pool empties (a call that held one would keep 8 busy).
+                for _ in 0..<30 where environment.pool.statistics.inUse > 0 { try await Task.sleep(for: .milliseconds(10)) }
                 let statistics = environment.pool.statistics
                 #expect(statistics.inUse == 0, "no connection is held by a call in flight: \(statistics)")
                 let headers = try await userHeaders("quick")
@@ -379,6 +382,8 @@ struct ServiceCallCrashTests {
         for _ in 0..<200 where server.applied.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
         #expect(server.applied.count == 1, "the call reached the service")
         _ = try await baton.stop(signal: SIGKILL)
+        // (The dead replica may have retried its silent attempt with the same key before it died.)
+        let postsBeforeCrash = server.requests.filter { $0.method == "POST" }.count
         pending.cancel()
         server.configure { $0.delayAfterApplying = .zero }
 
@@ -395,7 +400,7 @@ struct ServiceCallCrashTests {
         #expect(reply.status == .ok, "\(reply.status) \(reply.body)\n\(baton.log)")
         #expect(try json(reply)["type"] == "done")
         let posts = server.requests.filter { $0.method == "POST" }
-        #expect(posts.count == 2, "the call was made again after the crash")
+        #expect(posts.count == postsBeforeCrash + 1, "the call was made again after the crash, once")
         #expect(Set(posts.map(\.key)).count == 1, "with the same Idempotency-Key")
         #expect(server.applied.values.reduce(0, +) == 1, "so the service applied it once")
         _ = try await baton.stop()
