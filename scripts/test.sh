@@ -14,9 +14,21 @@ swift build --build-tests
 # The fault tests measure wall-clock deadlines (a request on a silent database answers within
 # 6 s): they run alone, after everything else, so a busy machine does not starve them.
 faults='DeadlineTests|FaultTests|ReleaseTests|ChaosTests'
+# A failing test's lines are repeated at the end, so a log cut to its tail still says which.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+run() {
+  local status=0
+  swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "---- what failed (swift test $*) ----"
+    grep -E '✘|recorded an issue|Expectation failed|error:|Fatal error|Caught error' "$log" | head -60 || true
+  fi
+  return "$status"
+}
 if [ $# -gt 0 ]; then
-  swift test --skip-build "$@"
+  run "$@"
 else
-  swift test --skip-build --skip "$faults"
-  swift test --skip-build --no-parallel --filter "$faults"
+  run --skip "$faults"
+  run --no-parallel --filter "$faults"
 fi
