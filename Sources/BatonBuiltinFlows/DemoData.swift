@@ -31,11 +31,11 @@ public enum DemoData {
     ]
 
     /// Seeds inside one transaction.
-    public static func seed(_ db: PostgresConnection) throws -> Summary {
+    public static func seed(_ db: PostgresConnection) async throws -> Summary {
         var summary = Summary()
-        try db.transaction { db in
+        try await db.transaction { db in
             for track in DemoCatalog.tracks {
-                summary.tracks += try db.query(
+                summary.tracks += try await db.query(
                     """
                     INSERT INTO tracks (id, title, artist, duration_seconds, artwork) VALUES ($1, $2, $3, $4, $5)
                     ON CONFLICT (id) DO NOTHING
@@ -45,7 +45,7 @@ public enum DemoData {
             }
             for (index, playlist) in DemoCatalog.playlists.enumerated() {
                 let id = UUID(uuidString: playlist.id)!
-                let added = try db.query(
+                let added = try await db.query(
                     """
                     INSERT INTO playlists (id, owner, name, description, artwork, is_public) VALUES ($1, NULL, $2, $3, $4, true)
                     ON CONFLICT (id) DO NOTHING
@@ -54,13 +54,13 @@ public enum DemoData {
                 ).affectedRows
                 summary.playlists += added
                 for (position, trackIndex) in DemoCatalog.contents[index].enumerated() {
-                    try db.query(
+                    try await db.query(
                         "INSERT INTO playlist_tracks (playlist_id, track_id, position) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                         [id, UUID(uuidString: DemoCatalog.tracks[trackIndex].id)!, position + 1])
                 }
             }
             for location in locations {
-                summary.locations += try db.query(
+                summary.locations += try await db.query(
                     "INSERT INTO dropoff_locations (code, name, address) VALUES ($1, $2, $3) ON CONFLICT (code) DO NOTHING",
                     [location.0, location.1, location.2]
                 ).affectedRows
@@ -69,7 +69,7 @@ public enum DemoData {
             for number in 1...20 {
                 let label = "3SDEMO" + String(format: "%07d", number)
                 let postcode = String(format: "35%02d AB", number)
-                summary.shipments += try db.query(
+                summary.shipments += try await db.query(
                     "INSERT INTO shipments (label, recipient, postcode, size) VALUES ($1, $2, $3, $4) ON CONFLICT (label) DO NOTHING",
                     [label, recipients[(number - 1) % recipients.count], postcode, sizes[(number - 1) % 3]]
                 ).affectedRows

@@ -11,7 +11,7 @@ enum Favourites {
         registry.loader("favourites.list", returnsList: true, fields: Playlists.summaryFields) { call in
             let subject = try call.user()
             return .array(
-                try call.database.query(
+                try await call.database.query(
                     """
                     SELECT p.id, p.name, p.description, p.artwork, count(t.track_id)
                     FROM favourites f JOIN playlists p ON p.id = f.playlist_id
@@ -25,8 +25,8 @@ enum Favourites {
         registry.effect("favourites.add", arguments: [ArgumentSpec("playlist")], outcomes: ["added"], fields: [FieldSpec("name")]) { call in
             let subject = try call.user()
             let id = try call.uuid("playlist")
-            let name = try visibleName(call, id)
-            try call.database.query(
+            let name = try await visibleName(call, id)
+            try await call.database.query(
                 "INSERT INTO favourites (subject, playlist_id) VALUES ($1, $2) ON CONFLICT DO NOTHING", [subject, id])
             return EffectResult("added", ["name": .string(name)])
         }
@@ -34,14 +34,14 @@ enum Favourites {
         registry.effect("favourites.remove", arguments: [ArgumentSpec("playlist")], outcomes: ["removed"], fields: [FieldSpec("name")]) { call in
             let subject = try call.user()
             let id = try call.uuid("playlist")
-            let name = try visibleName(call, id)
-            try call.database.query("DELETE FROM favourites WHERE subject = $1 AND playlist_id = $2", [subject, id])
+            let name = try await visibleName(call, id)
+            try await call.database.query("DELETE FROM favourites WHERE subject = $1 AND playlist_id = $2", [subject, id])
             return EffectResult("removed", ["name": .string(name)])
         }
     }
 
-    static func visibleName(_ call: FlowInvocation, _ id: UUID) throws -> String {
-        guard let row = try call.database.query(
+    static func visibleName(_ call: FlowInvocation, _ id: UUID) async throws -> String {
+        guard let row = try await call.database.query(
             "SELECT name FROM playlists WHERE id = $1 AND (is_public OR owner = $2)", [id, call.subject.description]
         ).first else { throw FlowCallError.notFound("no such playlist") }
         return try row.decode(String.self, at: 0)

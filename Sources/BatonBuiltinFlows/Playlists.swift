@@ -11,7 +11,7 @@ enum Playlists {
 
         registry.loader("catalog.list", returnsList: true, fields: summaryFields) { call in
             .array(
-                try call.database.query(
+                try await call.database.query(
                     """
                     SELECT p.id, p.name, p.description, p.artwork, count(t.track_id)
                     FROM playlists p LEFT JOIN playlist_tracks t ON t.playlist_id = p.id
@@ -23,7 +23,7 @@ enum Playlists {
         registry.loader("playlists.mine", returnsList: true, fields: summaryFields) { call in
             let owner = try call.user()
             return .array(
-                try call.database.query(
+                try await call.database.query(
                     """
                     SELECT p.id, p.name, p.description, p.artwork, count(t.track_id)
                     FROM playlists p LEFT JOIN playlist_tracks t ON t.playlist_id = p.id
@@ -33,16 +33,16 @@ enum Playlists {
         }
 
         registry.loader("playlists.get", arguments: [ArgumentSpec("id")], fields: playlistFields) { call in
-            try playlist(call, id: try call.uuid("id"), requireOwner: false)
+            try await playlist(call, id: try call.uuid("id"), requireOwner: false)
         }
 
         // The same, for flows that change the playlist: only its owner gets past this.
         registry.loader("playlists.owned", arguments: [ArgumentSpec("id")], fields: playlistFields) { call in
-            try playlist(call, id: try call.uuid("id"), requireOwner: true)
+            try await playlist(call, id: try call.uuid("id"), requireOwner: true)
         }
 
         registry.loader("tracks.get", arguments: [ArgumentSpec("id")], fields: trackFields) { call in
-            guard let row = try call.database.query(
+            guard let row = try await call.database.query(
                 "SELECT id, title, artist, duration_seconds FROM tracks WHERE id = $1", [try call.uuid("id")]
             ).first else { throw FlowCallError.notFound("no such track") }
             return try track(row)
@@ -57,7 +57,7 @@ enum Playlists {
             let owner = try call.user()
             let name = storedName(try call.string("name"))
             let id = UUID()
-            let rows = try call.database.query(
+            let rows = try await call.database.query(
                 """
                 INSERT INTO playlists (id, owner, name, name_key) VALUES ($1, $2, $3, $4)
                 ON CONFLICT (owner, name_key) WHERE owner IS NOT NULL DO NOTHING
@@ -73,12 +73,12 @@ enum Playlists {
         ) { call in
             let id = try call.uuid("playlist")
             let name = storedName(try call.string("name"))
-            let old = try ownedName(call, id)
+            let old = try await ownedName(call, id)
             do {
                 // The unique index can refuse the name; the savepoint keeps the transaction usable
                 // so the flow can answer "name taken".
-                try call.database.savepoint { database in
-                    try database.query(
+                try await call.database.savepoint { database in
+                    try await database.query(
                         "UPDATE playlists SET name = $2, name_key = $3, updated_at = now() WHERE id = $1", [id, name, nameKey(name)])
                 }
             } catch let error as PostgresError where error.isUniqueViolation {
@@ -89,8 +89,8 @@ enum Playlists {
 
         registry.effect("playlists.delete", arguments: [ArgumentSpec("playlist")], outcomes: ["deleted"], fields: [FieldSpec("name")]) { call in
             let id = try call.uuid("playlist")
-            let name = try ownedName(call, id)
-            try call.database.query("DELETE FROM playlists WHERE id = $1", [id])
+            let name = try await ownedName(call, id)
+            try await call.database.query("DELETE FROM playlists WHERE id = $1", [id])
             return EffectResult("deleted", ["name": .string(name)])
         }
 
@@ -99,11 +99,11 @@ enum Playlists {
             fields: [FieldSpec("playlist"), FieldSpec("track"), FieldSpec("id")]
         ) { call in
             let id = try call.uuid("playlist")
-            let name = try ownedName(call, id)
+            let name = try await ownedName(call, id)
             let trackID = try call.uuid("track")
-            guard let title = try call.database.query("SELECT title FROM tracks WHERE id = $1", [trackID]).first?.decode(String.self, at: 0)
+            guard let title = try await call.database.query("SELECT title FROM tracks WHERE id = $1", [trackID]).first?.decode(String.self, at: 0)
             else { throw FlowCallError.notFound("no such track") }
-            let inserted = try call.database.query(
+            let inserted = try await call.database.query(
                 """
                 INSERT INTO playlist_tracks (playlist_id, track_id, position)
                 SELECT $1, $2, coalesce(max(position), 0) + 1 FROM playlist_tracks WHERE playlist_id = $1
@@ -118,9 +118,9 @@ enum Playlists {
             fields: [FieldSpec("playlist"), FieldSpec("track")]
         ) { call in
             let id = try call.uuid("playlist")
-            let name = try ownedName(call, id)
+            let name = try await ownedName(call, id)
             let trackID = try call.uuid("track")
-            let removed = try call.database.query(
+            let removed = try await call.database.query(
                 """
                 DELETE FROM playlist_tracks pt USING tracks t
                 WHERE pt.playlist_id = $1 AND pt.track_id = $2 AND t.id = pt.track_id RETURNING t.title
@@ -184,8 +184,8 @@ enum Playlists {
         FieldSpec("tracksLabel"), FieldSpec("tracks", .list, fields: trackFields),
     ]
 
-    static func playlist(_ call: FlowInvocation, id: UUID, requireOwner: Bool) throws -> JSONValue {
-        guard let row = try call.database.query(
+    static func playlist(_ call: FlowInvocation, id: UUID, requireOwner: Bool) async throws -> JSONValue {
+        guard let row = try await call.database.query(
             "SELECT id, owner, name, description, artwork, is_public FROM playlists WHERE id = $1", [id]
         ).first else { throw FlowCallError.notFound("no such playlist") }
         let owner = try row.decode(String?.self, at: 1)
@@ -193,7 +193,7 @@ enum Playlists {
         let isPublic = try row.decode(Bool.self, at: 5)
         guard isOwner || isPublic else { throw FlowCallError.notFound("no such playlist") }
         if requireOwner, !isOwner { throw FlowCallError.forbidden("only the playlist's owner can change it") }
-        let tracks = try call.database.query(
+        let tracks = try await call.database.query(
             """
             SELECT t.id, t.title, t.artist, t.duration_seconds FROM playlist_tracks pt JOIN tracks t ON t.id = pt.track_id
             WHERE pt.playlist_id = $1 ORDER BY pt.position
@@ -201,7 +201,7 @@ enum Playlists {
         ).map(track)
         var favourite = false
         if call.subject.kind == .user {
-            favourite = !(try call.database.query(
+            favourite = !(try await call.database.query(
                 "SELECT 1 FROM favourites WHERE subject = $1 AND playlist_id = $2", [call.subject.description, id]
             ).isEmpty)
         }
@@ -216,9 +216,9 @@ enum Playlists {
     }
 
     /// The name of a playlist the caller owns; 404 if it does not exist, 403 if it is not theirs.
-    static func ownedName(_ call: FlowInvocation, _ id: UUID) throws -> String {
+    static func ownedName(_ call: FlowInvocation, _ id: UUID) async throws -> String {
         let owner = try call.user()
-        guard let row = try call.database.query("SELECT owner, name FROM playlists WHERE id = $1 FOR UPDATE", [id]).first else {
+        guard let row = try await call.database.query("SELECT owner, name FROM playlists WHERE id = $1 FOR UPDATE", [id]).first else {
             throw FlowCallError.notFound("no such playlist")
         }
         guard try row.decode(String?.self, at: 0) == owner else {

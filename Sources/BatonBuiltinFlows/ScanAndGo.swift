@@ -15,18 +15,18 @@ enum ScanAndGo {
         // (one per server), so every application (and every test) counts its own.
         let lookups = LookupLimits(perSubject: 20, perAddress: 60, window: 60)
         registry.loader("locations.list", returnsList: true, fields: locationFields) { call in
-            .array(try call.database.query("SELECT code, name, address FROM dropoff_locations ORDER BY code").map(location))
+            .array(try await call.database.query("SELECT code, name, address FROM dropoff_locations ORDER BY code").map(location))
         }
 
         registry.loader("locations.get", arguments: [ArgumentSpec("code")], fields: locationFields) { call in
-            guard let row = try call.database.query(
+            guard let row = try await call.database.query(
                 "SELECT code, name, address FROM dropoff_locations WHERE code = $1", [try call.string("code")]
             ).first else { throw FlowCallError.notFound("no such drop-off location") }
             return try location(row)
         }
 
         registry.guardCheck("locations.exists", arguments: [ArgumentSpec("code")]) { call in
-            !(try call.database.query("SELECT 1 FROM dropoff_locations WHERE code = $1", [try call.string("code")]).isEmpty)
+            !(try await call.database.query("SELECT 1 FROM dropoff_locations WHERE code = $1", [try call.string("code")]).isEmpty)
         }
 
         registry.effect(
@@ -36,7 +36,7 @@ enum ScanAndGo {
             let code = try call.string("code")
             // Label lookups reveal whether a code is a parcel: bounded per subject and per address.
             try lookups.admit(call)
-            guard let row = try call.database.query(
+            guard let row = try await call.database.query(
                 """
                 SELECT s.label, s.recipient, s.postcode, s.size, d.id IS NOT NULL
                 FROM shipments s LEFT JOIN dropoffs d ON d.label = s.label WHERE s.label = $1
@@ -59,13 +59,13 @@ enum ScanAndGo {
         ) { call in
             let code = try call.string("code")
             let locationCode = try call.string("location")
-            guard let place = try call.database.query("SELECT name FROM dropoff_locations WHERE code = $1", [locationCode]).first
+            guard let place = try await call.database.query("SELECT name FROM dropoff_locations WHERE code = $1", [locationCode]).first
             else { throw FlowCallError.notFound("no such drop-off location") }
             let placeName = try place.decode(String.self, at: 0)
             // The label is unique in dropoffs: a parcel is dropped off once, whoever tries again.
             for _ in 0..<4 {
                 let receipt = "R-" + String((0..<6).map { _ in receiptAlphabet.randomElement()! })
-                let rows = try call.database.query(
+                let rows = try await call.database.query(
                     """
                     INSERT INTO dropoffs (id, label, location, subject, receipt) VALUES ($1, $2, $3, $4, $5)
                     ON CONFLICT DO NOTHING RETURNING receipt
@@ -75,7 +75,7 @@ enum ScanAndGo {
                         "registered",
                         ["receipt": .string(receipt), "location": .string(placeName), "locationCode": .string(locationCode), "code": .string(code)])
                 }
-                if try !call.database.query("SELECT 1 FROM dropoffs WHERE label = $1", [code]).isEmpty {
+                if try await !call.database.query("SELECT 1 FROM dropoffs WHERE label = $1", [code]).isEmpty {
                     return EffectResult("already", ["code": .string(code)])
                 }
                 // A receipt code collision: draw another.

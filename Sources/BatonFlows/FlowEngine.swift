@@ -143,16 +143,16 @@ public struct FlowEngine: Sendable {
     }
 
     /// Starts a session: checks the parameters, enters the start state, answers.
-    public func start(parameters: JSONObject, host: some FlowHost, call: FlowCall) throws -> FlowStep {
+    public func start(parameters: JSONObject, host: some FlowHost, call: FlowCall) async throws -> FlowStep {
         if let problem = ParameterCheck.problem(parameters, specs: flow.parameters) {
             throw FlowEngineError(kind: .invalidParameters, message: "flow '\(flow.name)': \(problem)")
         }
         var run = Run(engine: self, host: host, call: call, context: ["params": .object(parameters)])
-        return try run.enter(flow.start, hops: 0)
+        return try await run.enter(flow.start, hops: 0)
     }
 
     /// Handles `event` for a session in `session`.
-    public func handle(event: String, input: CommandInput, session: FlowSessionState, host: some FlowHost, call: FlowCall) throws
+    public func handle(event: String, input: CommandInput, session: FlowSessionState, host: some FlowHost, call: FlowCall) async throws
         -> FlowStep
     {
         guard let state = flow.states[session.state] else {
@@ -163,14 +163,14 @@ public struct FlowEngine: Sendable {
         }
         var run = Run(engine: self, host: host, call: call, context: session.context)
         run.context["error"] = nil
-        return try run.handle(event: event, input: input, in: state)
+        return try await run.handle(event: event, input: input, in: state)
     }
 
     /// Continues a step that stopped at a service call, with the call's result: the first
     /// outcome matching it (`404`, then `4xx`; for failures their name, then `unavailable`)
     /// is followed. A status no outcome names counts as the failure `failed`. `session` is the
     /// session as the paused step left it.
-    public func resume(call id: String, result: ServiceResult, session: FlowSessionState, host: some FlowHost, call: FlowCall) throws
+    public func resume(call id: String, result: ServiceResult, session: FlowSessionState, host: some FlowHost, call: FlowCall) async throws
         -> FlowStep
     {
         guard let state = flow.states[session.state], let transition = callTransitions[id] else {
@@ -178,17 +178,17 @@ public struct FlowEngine: Sendable {
         }
         var run = Run(engine: self, host: host, call: call, context: session.context)
         run.context["error"] = nil
-        return try run.resume(transition, result: result, from: state)
+        return try await run.resume(transition, result: result, from: state)
     }
 
     /// Renders the current state's answer again (after an expired payload was refreshed, or to
     /// show a state without an event).
-    public func render(session: FlowSessionState, host: some FlowHost, call: FlowCall) throws -> FlowStep {
+    public func render(session: FlowSessionState, host: some FlowHost, call: FlowCall) async throws -> FlowStep {
         var run = Run(engine: self, host: host, call: call, context: session.context)
         guard let state = flow.states[session.state] else {
             throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' has no state '\(session.state)'")
         }
-        return try run.answer(state)
+        return try await run.answer(state)
     }
 }
 
@@ -210,13 +210,13 @@ private struct Run<Host: FlowHost> {
         ])
     }
 
-    mutating func handle(event: String, input: CommandInput, in state: FlowState) throws -> FlowStep {
+    mutating func handle(event: String, input: CommandInput, in state: FlowState) async throws -> FlowStep {
         // An input state validates its own submission; cancel needs no input.
         var inputValue = input.jsonValue
         if case .input(let spec) = state.response, event == "submit" {
             switch validateInputState(spec, input) {
             case .failure(let problem):
-                return try stay(in: state, error: problem.message, typed: input.text ?? input.barcode)
+                return try await stay(in: state, error: problem.message, typed: input.text ?? input.barcode)
             case .success(let value):
                 inputValue = value
             }
@@ -229,15 +229,15 @@ private struct Run<Host: FlowHost> {
         guard let transition = state.handlers[event] else {
             throw FlowEngineError(kind: .definition, message: "state '\(state.name)' has no handler for '\(event)'")
         }
-        return try follow(transition, from: state, hops: 0, typed: input.text ?? input.barcode)
+        return try await follow(transition, from: state, hops: 0, typed: input.text ?? input.barcode)
     }
 
     /// Applies a transition: validation, guard, match, effect, target.
-    mutating func follow(_ transition: Transition, from state: FlowState, hops: Int, typed: String?) throws -> FlowStep {
+    mutating func follow(_ transition: Transition, from state: FlowState, hops: Int, typed: String?) async throws -> FlowStep {
         if let validation = transition.input {
             var current = context["input"]?.objectValue ?? [:]
             switch InputCheck.validate(validation, input: current, scope: scope) {
-            case .failure(let problem): return try stay(in: state, error: problem.message, typed: typed)
+            case .failure(let problem): return try await stay(in: state, error: problem.message, typed: typed)
             case .success(let value):
                 current["value"] = .string(value)
                 context["input"] = .object(current)
@@ -247,21 +247,21 @@ private struct Run<Host: FlowHost> {
             }
         }
         if let guardCall = transition.guardCall {
-            let allowed = try host.runGuard(guardCall.name, arguments: guardCall.renderArguments(scope), call: call)
+            let allowed = try await host.runGuard(guardCall.name, arguments: guardCall.renderArguments(scope), call: call)
             if !allowed {
-                return try land(transition.guardElse ?? .stay(error: .literal("This action isn't available."), transition.location),
+                return try await land(transition.guardElse ?? .stay(error: .literal("This action isn't available."), transition.location),
                     from: state, hops: hops, typed: typed)
             }
         }
         if let match = transition.match {
             let value = match.render(scope)
             if let chosen = transition.cases.first(where: { $0.value == value })?.transition {
-                return try follow(chosen, from: state, hops: hops, typed: typed)
+                return try await follow(chosen, from: state, hops: hops, typed: typed)
             }
             if let otherwise = transition.otherwise {
-                return try follow(otherwise.value, from: state, hops: hops, typed: typed)
+                return try await follow(otherwise.value, from: state, hops: hops, typed: typed)
             }
-            return try stay(in: state, error: "That choice isn't available.", typed: typed)
+            return try await stay(in: state, error: "That choice isn't available.", typed: typed)
         }
         if let serviceCall = transition.call {
             // Stop here: the call runs outside the transaction, then `resume` goes on.
@@ -271,11 +271,11 @@ private struct Run<Host: FlowHost> {
                 reply: .refresh, effects: effects, pending: PendingCall(call: serviceCall.id, request: request))
         }
         if let effect = transition.effect {
-            let result = try host.runEffect(effect.name, arguments: effect.renderArguments(scope), call: call)
+            let result = try await host.runEffect(effect.name, arguments: effect.renderArguments(scope), call: call)
             effects.append(effect.name)
             context["result"] = result.data
             if let target = transition.outcomes.first(where: { $0.outcome == result.outcome })?.target ?? transition.to {
-                return try land(target, from: state, hops: hops, typed: typed)
+                return try await land(target, from: state, hops: hops, typed: typed)
             }
             throw FlowEngineError(
                 kind: .definition,
@@ -284,11 +284,11 @@ private struct Run<Host: FlowHost> {
         guard let target = transition.to else {
             throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)': a transition of '\(state.name)' goes nowhere")
         }
-        return try land(target, from: state, hops: hops, typed: typed)
+        return try await land(target, from: state, hops: hops, typed: typed)
     }
 
     /// Follows a service call's outcome.
-    mutating func resume(_ transition: Transition, result: ServiceResult, from state: FlowState) throws -> FlowStep {
+    mutating func resume(_ transition: Transition, result: ServiceResult, from state: FlowState) async throws -> FlowStep {
         func target(for result: ServiceResult) -> Target? {
             for key in result.outcomeKeys {
                 if let found = transition.outcomes.first(where: { $0.outcome == key }) { return found.target }
@@ -308,20 +308,20 @@ private struct Run<Host: FlowHost> {
                 kind: .definition,
                 message: "flow '\(flow.name)': service call outcome '\(result.outcomeKeys.first ?? "?")' is handled by no transition")
         }
-        return try land(chosen, from: state, hops: 0, typed: nil)
+        return try await land(chosen, from: state, hops: 0, typed: nil)
     }
 
-    mutating func land(_ target: Target, from state: FlowState, hops: Int, typed: String?) throws -> FlowStep {
+    mutating func land(_ target: Target, from state: FlowState, hops: Int, typed: String?) async throws -> FlowStep {
         switch target {
         case .state(let name, _):
-            return try enter(name, hops: hops + 1)
+            return try await enter(name, hops: hops + 1)
         case .stay(let message, _):
-            return try stay(in: state, error: message.render(scope), typed: typed)
+            return try await stay(in: state, error: message.render(scope), typed: typed)
         }
     }
 
     /// Enters a state: action states run straight on; others answer.
-    mutating func enter(_ name: String, hops: Int) throws -> FlowStep {
+    mutating func enter(_ name: String, hops: Int) async throws -> FlowStep {
         guard hops <= FlowEngine.maxHops else {
             throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' passed through more than \(FlowEngine.maxHops) action states in one step (a loop?)")
         }
@@ -330,15 +330,15 @@ private struct Run<Host: FlowHost> {
         }
         context["error"] = nil
         if case .action(let transition) = state.response {
-            return try follow(transition, from: state, hops: hops, typed: nil)
+            return try await follow(transition, from: state, hops: hops, typed: nil)
         }
-        return try answer(state)
+        return try await answer(state)
     }
 
     /// Stays in `state` and answers again with an error message.
-    mutating func stay(in state: FlowState, error: String, typed: String?) throws -> FlowStep {
+    mutating func stay(in state: FlowState, error: String, typed: String?) async throws -> FlowStep {
         context["error"] = .string(error)
-        var step = try answer(state)
+        var step = try await answer(state)
         if case .input(var input) = step.reply {
             input.error = error
             if let typed, input.kind == .text { input.value = typed }
@@ -348,10 +348,10 @@ private struct Run<Host: FlowHost> {
     }
 
     /// Renders a state's answer.
-    mutating func answer(_ state: FlowState) throws -> FlowStep {
+    mutating func answer(_ state: FlowState) async throws -> FlowStep {
         var data = JSONObject()
         for load in state.loads {
-            data[load.name] = try host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
+            data[load.name] = try await host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
         }
         context["data"] = .object(data)
         defer { context["data"] = nil }
@@ -361,7 +361,7 @@ private struct Run<Host: FlowHost> {
         case .input(let spec):
             var options: [(id: String, title: String, subtitle: String?)] = []
             if let source = spec.optionsFrom {
-                let items = try host.runLoader(
+                let items = try await host.runLoader(
                     source.loader.call.name, arguments: source.loader.call.renderArguments(scope), call: call)
                 for item in items.arrayValue ?? [] {
                     let itemScope = scope.with("item", item)
@@ -380,7 +380,7 @@ private struct Run<Host: FlowHost> {
                     maxLength: spec.validation.maxLength, options: options, multiple: spec.multiple,
                     submitTitle: spec.submitTitle.render(scope), cancelTitle: spec.cancelTitle?.render(scope)))
         case .screen(let spec):
-            reply = .screen(presentation: spec.presentation, screen: try renderScreen(spec, scope: scope))
+            reply = .screen(presentation: spec.presentation, screen: try await renderScreen(spec, scope: scope))
         case .done(let spec):
             reply = .done(message: spec.message?.render(scope).nilIfEmpty, refresh: spec.refresh)
         case .refresh:
@@ -396,7 +396,7 @@ private struct Run<Host: FlowHost> {
             finished: state.isTerminal ? state.sessionResult : nil, reply: reply, effects: effects)
     }
 
-    func renderScreen(_ spec: ScreenSpec, scope: TemplateScope) throws -> JSONValue {
+    func renderScreen(_ spec: ScreenSpec, scope: TemplateScope) async throws -> JSONValue {
         if let inline = spec.inline {
             return ScreenRendering.finish(inline.render(scope) ?? [:])
         }
@@ -405,7 +405,7 @@ private struct Run<Host: FlowHost> {
         }
         var parameters = JSONObject()
         for (key, value) in spec.templateParams { parameters[key] = value.render(scope) ?? .null }
-        return try ScreenRendering.render(template, parameters: parameters, host: host, call: call, error: context["error"])
+        return try await ScreenRendering.render(template, parameters: parameters, host: host, call: call, error: context["error"])
     }
 
     func validateInputState(_ spec: InputSpec, _ input: CommandInput) -> Result<JSONObject, InputProblem> {
@@ -557,7 +557,7 @@ public enum ScreenRendering {
     public static func render(
         _ template: ScreenTemplate, parameters: JSONObject, host: some FlowHost, call: FlowCall, error: JSONValue? = nil,
         fetched: [String: ServiceResult] = [:]
-    ) throws -> JSONValue {
+    ) async throws -> JSONValue {
         if let problem = ParameterCheck.problem(parameters, specs: template.parameters) {
             throw FlowEngineError(kind: .invalidParameters, message: "screen '\(template.name)': \(problem)")
         }
@@ -567,7 +567,7 @@ public enum ScreenRendering {
             data[load.name] = load.value(for: fetched[load.name] ?? .failure(.failed), scope: scope)
         }
         for load in template.loads {
-            data[load.name] = try host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
+            data[load.name] = try await host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
         }
         scope.values["data"] = .object(data)
         return finish(template.content.render(scope) ?? [:])

@@ -59,9 +59,9 @@ public struct EffectResult: Sendable {
 /// Runs the named Swift functions a flow calls. The engine itself does no I/O: the runtime
 /// implements this with the command's database transaction, tests with plain closures.
 public protocol FlowHost {
-    func runGuard(_ name: String, arguments: JSONObject, call: FlowCall) throws -> Bool
-    func runEffect(_ name: String, arguments: JSONObject, call: FlowCall) throws -> EffectResult
-    func runLoader(_ name: String, arguments: JSONObject, call: FlowCall) throws -> JSONValue
+    func runGuard(_ name: String, arguments: JSONObject, call: FlowCall) async throws -> Bool
+    func runEffect(_ name: String, arguments: JSONObject, call: FlowCall) async throws -> EffectResult
+    func runLoader(_ name: String, arguments: JSONObject, call: FlowCall) async throws -> JSONValue
 }
 
 /// Errors an effect, guard or loader throws to stop the command with an HTTP error instead of

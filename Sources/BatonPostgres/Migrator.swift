@@ -102,36 +102,39 @@ public struct Migrator: Sendable {
         // Migrations may legitimately run long: no statement or lock timeout while they run, and
         // the connection's own bounds restored afterwards.
         return try await pool.withConnection(timeout: .seconds(3600)) { connection in
-            try connection.execute("SET statement_timeout = 0; SET lock_timeout = 0")
-            defer { try? connection.execute(limits.resetStatement) }
-            return try Self.withLock(connection) {
-                let applied = try Self.appliedRows(connection)
-                try Self.verify(migrations, against: applied)
-                var done: [Migration] = []
-                for migration in migrations where applied[migration.version] == nil {
-                    log?("applying \(migration.fileName)")
-                    let record = {
-                        _ = try connection.query(
-                            "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                            [migration.version, migration.name, migration.checksum])
-                    }
-                    do {
-                        if migration.runsInTransaction {
-                            try connection.transaction { connection in
-                                try connection.execute(migration.sql)
-                                try record()
-                            }
-                        } else {
-                            try connection.execute(migration.sql)
-                            try record()
+            try await connection.execute("SET statement_timeout = 0; SET lock_timeout = 0")
+            let result = await Result { () async throws -> [Migration] in
+                try await Self.withLock(connection) {
+                    let applied = try await Self.appliedRows(connection)
+                    try Self.verify(migrations, against: applied)
+                    var done: [Migration] = []
+                    for migration in migrations where applied[migration.version] == nil {
+                        log?("applying \(migration.fileName)")
+                        let record = { () async throws in
+                            _ = try await connection.query(
+                                "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                                [migration.version, migration.name, migration.checksum])
                         }
-                    } catch let error as PostgresError {
-                        throw Error(description: "\(migration.fileName) failed: \(error.message)\(error.detail.map { " (\($0))" } ?? "")")
+                        do {
+                            if migration.runsInTransaction {
+                                try await connection.transaction { connection in
+                                    try await connection.execute(migration.sql)
+                                    try await record()
+                                }
+                            } else {
+                                try await connection.execute(migration.sql)
+                                try await record()
+                            }
+                        } catch let error as PostgresError {
+                            throw Error(description: "\(migration.fileName) failed: \(error.message)\(error.detail.map { " (\($0))" } ?? "")")
+                        }
+                        done.append(migration)
                     }
-                    done.append(migration)
+                    return done
                 }
-                return done
             }
+            try? await connection.execute(limits.resetStatement)
+            return try result.get()
         }
     }
 
@@ -139,8 +142,8 @@ public struct Migrator: Sendable {
     public func status(on pool: PostgresPool) async throws -> [MigrationStatus] {
         let migrations = self.migrations
         return try await pool.withConnection { connection in
-            try Self.ensureTable(connection)
-            let applied = try Self.appliedRows(connection)
+            try await Self.ensureTable(connection)
+            let applied = try await Self.appliedRows(connection)
             var result: [MigrationStatus] = migrations.map { migration in
                 guard let row = applied[migration.version] else {
                     return MigrationStatus(version: migration.version, name: migration.name, state: .pending)
@@ -175,15 +178,18 @@ public struct Migrator: Sendable {
         var appliedAt: Date
     }
 
-    private static func withLock<R>(_ connection: PostgresConnection, _ body: () throws -> R) throws -> R {
-        try connection.query("SELECT pg_advisory_lock($1)", [lockKey])
-        defer { _ = try? connection.query("SELECT pg_advisory_unlock($1)", [lockKey]) }
-        try ensureTable(connection)
-        return try body()
+    private static func withLock<R>(_ connection: PostgresConnection, _ body: () async throws -> R) async throws -> R {
+        try await connection.query("SELECT pg_advisory_lock($1)", [lockKey])
+        let result = await Result { () async throws -> R in
+            try await ensureTable(connection)
+            return try await body()
+        }
+        _ = try? await connection.query("SELECT pg_advisory_unlock($1)", [lockKey])
+        return try result.get()
     }
 
-    private static func ensureTable(_ connection: PostgresConnection) throws {
-        try connection.execute(
+    private static func ensureTable(_ connection: PostgresConnection) async throws {
+        try await connection.execute(
             """
             CREATE TABLE IF NOT EXISTS schema_migrations (
                 version integer PRIMARY KEY,
@@ -194,9 +200,9 @@ public struct Migrator: Sendable {
             """)
     }
 
-    private static func appliedRows(_ connection: PostgresConnection) throws -> [Int: AppliedRow] {
+    private static func appliedRows(_ connection: PostgresConnection) async throws -> [Int: AppliedRow] {
         var applied: [Int: AppliedRow] = [:]
-        for row in try connection.query("SELECT version, name, checksum, applied_at FROM schema_migrations") {
+        for row in try await connection.query("SELECT version, name, checksum, applied_at FROM schema_migrations") {
             applied[try row.decode(Int.self, at: 0)] = AppliedRow(
                 name: try row.decode(String.self, at: 1), checksum: try row.decode(String.self, at: 2),
                 appliedAt: try row.decode(Date.self, at: 3))

@@ -4,20 +4,26 @@ import Synchronization
 
 /// One libpq connection.
 ///
-/// Every call blocks the calling thread until PostgreSQL answers, so a connection is only ever
-/// used on a ``PostgresPool`` worker thread by the one caller that holds its lease. That
-/// exclusive use is what makes the `@unchecked Sendable` below sound: libpq connections are not
+/// A pooled connection is non-blocking: it belongs to one ``PostgresEventLoop`` and its
+/// statements (the `async` methods) run on that loop's thread, which waits for the socket
+/// instead of blocking in libpq. The few blocking methods serve connections outside a pool.
+/// A connection is only ever used by the one caller that holds its lease; that exclusive use
+/// is what makes the `@unchecked Sendable` below sound: libpq connections are not
 /// thread-safe, but they may move between threads between calls.
 public final class PostgresConnection: @unchecked Sendable {
     /// The libpq handle (the listener polls its socket and reads notifications from it).
     let handle: OpaquePointer
     /// SQL text → server-side prepared statement name. Lives and dies with this connection.
-    private var preparedStatements: [String: String] = [:]
-    private var nextStatementID = 0
+    var preparedStatements: [String: String] = [:]
+    var nextStatementID = 0
+    /// The loop whose thread runs this connection's statements (nil: blocking use only).
+    var loop: PostgresEventLoop?
+    /// Set on the loop when a deadline cut the connection: every later wait throws it.
+    var abortReason: PostgresError?
     /// When the connection last finished a statement; the pool health-checks long-idle ones.
     var lastUsed: ContinuousClock.Instant = .now
     /// Statements queued by ``enqueue(_:_:)``, sent with the next round trip.
-    private var deferred: [(sql: String, parameters: [PostgresParameter])] = []
+    var deferred: [(sql: String, parameters: [PostgresParameter])] = []
     /// Statements whose text exceeded this many distinct entries are not cached forever.
     static let preparedStatementLimit = 512
 
@@ -146,30 +152,31 @@ public final class PostgresConnection: @unchecked Sendable {
         return ready == 0
     }
 
-    // MARK: - Statements
+    // MARK: - Blocking statements (setup, the listener, administrative one-offs)
 
-    /// Runs one parameterised statement as a prepared statement (prepared on first use on this
-    /// connection, then reused) and returns its rows. Parameters are `$1`, `$2`, ...
+    /// Runs one parameterised statement and waits for it, blocking the calling thread. For
+    /// connections outside a pool (the embedded server's setup, the probe); a pool's bodies use
+    /// the `async` form, which never blocks a thread.
     @discardableResult
+    @available(*, noasync, message: "blocks the thread: in async code (a pool's body) use the async form")
     public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresRows {
-        try query(sql, parameters: parameters.map(\.postgresParameter))
+        assert(!PostgresEventLoop.onAnyLoop, "a blocking libpq call on a database loop")
+        precondition(deferred.isEmpty, "queued statements are sent by the async API")
+        let result = try withWireParameters(parameters.map(\.postgresParameter)) { count, values, lengths, formats in
+            PQexecParams(handle, sql, count, nil, values, lengths, formats, 0)
+        }
+        return try check(result)
     }
 
-    /// Like ``query(_:_:)`` with parameters already in wire form.
-    @discardableResult
-    public func query(_ sql: String, parameters: [PostgresParameter]) throws -> PostgresRows {
-        if !deferred.isEmpty { return try flushDeferred(then: (sql, parameters)) }
-        let name = try preparedName(for: sql)
-        let result = try withWireParameters(parameters) { count, values, lengths, formats in
-            PQexecPrepared(handle, name, count, values, lengths, formats, 0)
-        }
-        do {
-            return try check(result)
-        } catch let error as PostgresError where error.sqlState == SQLState.invalidSQLStatementName {
-            // Someone ran DEALLOCATE ALL / DISCARD ALL behind our back: forget and retry once.
-            preparedStatements.removeAll()
-            return try query(sql, parameters: parameters)
-        }
+    /// Runs SQL through the simple-query protocol, blocking the calling thread: no parameters,
+    /// several statements allowed. For fixed administrative statements only, never user data.
+    @available(*, noasync, message: "blocks the thread: in async code (a pool's body) use the async form")
+    public func execute(_ sql: String) throws {
+        assert(!PostgresEventLoop.onAnyLoop, "a blocking libpq call on a database loop")
+        var result = PQexec(handle, sql)
+        // PQexec returns only the last result; an error in an earlier statement stops there.
+        _ = try check(result)
+        result = nil
     }
 
     /// Queues a statement whose result the caller does not need (an `INSERT` into a log, say).
@@ -177,67 +184,6 @@ public final class PostgresConnection: @unchecked Sendable {
     /// raises surfaces there. Useful inside transactions to save round trips.
     public func enqueue(_ sql: String, _ parameters: [any PostgresEncodable] = []) {
         deferred.append((sql, parameters.map(\.postgresParameter)))
-    }
-
-    /// Runs SQL through the simple-query protocol: no parameters, several statements allowed.
-    /// For migrations and fixed administrative statements only, never for user data.
-    public func execute(_ sql: String) throws {
-        if !deferred.isEmpty { _ = try flushDeferred(then: nil) }
-        var result = PQexec(handle, sql)
-        // PQexec returns only the last result; an error in an earlier statement stops there.
-        _ = try check(result)
-        result = nil
-    }
-
-    /// Runs `body` in a transaction: `BEGIN`, then `COMMIT` if it returns, `ROLLBACK` if it
-    /// throws. A transaction that failed inside `body` without throwing is refused at the end
-    /// instead of being silently rolled back by `COMMIT`.
-    ///
-    /// `BEGIN` travels with the body's first statement and `COMMIT` with any statements the body
-    /// queued with ``enqueue(_:_:)``, so a short transaction costs few round trips.
-    public func transaction<R>(
-        isolation: IsolationLevel = .readCommitted, _ body: (PostgresConnection) throws -> R
-    ) throws -> R {
-        deferred.append((isolation.beginStatement, []))
-        do {
-            let value = try body(self)
-            if PQtransactionStatus(handle) == PQTRANS_INERROR {
-                throw PostgresError(
-                    code: .protocolViolation,
-                    message: "the transaction failed inside its body (an error was caught and ignored); rolled back")
-            }
-            try commit()
-            return value
-        } catch {
-            deferred.removeAll()
-            if isOpen, PQtransactionStatus(handle) != PQTRANS_IDLE { try? execute("ROLLBACK") }
-            throw error
-        }
-    }
-
-    /// Sends COMMIT (with any queued statements). A connection lost once COMMIT may have reached
-    /// the server is not a plain lost connection: the transaction may have committed, so it is
-    /// reported as ``PostgresError/Code/commitOutcomeUnknown`` and never retried blindly.
-    private func commit() throws {
-        if let faults, faults.takeCommitCut() {
-            if !deferred.isEmpty { _ = try flushDeferred(then: nil) }
-            // Send COMMIT, make sure it left, then cut the socket before reading the answer.
-            guard PQsendQuery(handle, "COMMIT") == 1, PQflush(handle) == 0 else { throw connectionError() }
-            shutdown(PQsocket(handle), Int32(SHUT_RDWR))
-            while let result = PQgetResult(handle) { PQclear(result) }
-            throw PostgresError(code: .commitOutcomeUnknown, message: "the connection was cut after COMMIT was sent (fault injected)")
-        }
-        // A server that spoke before we sent COMMIT (the FATAL of a terminated backend) ended the
-        // transaction itself: a failure then is a plain lost connection, safe to retry.
-        guard isOpen else { throw connectionError() }
-        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
-        let serverSpokeFirst = poll(&descriptor, 1, 0) > 0
-        do {
-            try query("COMMIT", parameters: [])
-        } catch let error as PostgresError where !serverSpokeFirst && (error.code == .connectionLost || !isOpen) {
-            throw PostgresError(
-                code: .commitOutcomeUnknown, message: "the connection broke after COMMIT was sent; the transaction may have committed")
-        }
     }
 
     /// Transaction isolation levels.
@@ -256,78 +202,11 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    // MARK: - Pipelining
-
-    /// Sends the queued statements (and optionally one more whose rows are returned) in one
-    /// round trip using libpq's pipeline mode.
-    private func flushDeferred(then last: (sql: String, parameters: [PostgresParameter])?) throws -> PostgresRows {
-        var batch = deferred
-        deferred.removeAll()
-        if let last { batch.append(last) }
-        let results = try pipeline(batch)
-        return last == nil ? .empty : results[results.count - 1]
-    }
-
-    /// Runs several statements in one round trip (libpq pipeline mode) and returns each one's
-    /// rows. The first failing statement's error is thrown; later ones are skipped by the server.
-    public func pipeline(_ statements: [(sql: String, parameters: [PostgresParameter])]) throws -> [PostgresRows] {
-        guard !statements.isEmpty else { return [] }
-        // Statements must be prepared before entering pipeline mode (PQprepare is synchronous).
-        let names = try statements.map { try preparedName(for: $0.sql) }
-        guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
-        defer { PQexitPipelineMode(handle) }
-        for (index, statement) in statements.enumerated() {
-            let sent = try withWireParameters(statement.parameters) { count, values, lengths, formats in
-                PQsendQueryPrepared(handle, names[index], count, values, lengths, formats, 0)
-            }
-            guard sent == 1 else { throw connectionError() }
-        }
-        guard PQpipelineSync(handle) == 1 else { throw connectionError() }
-        var rows: [PostgresRows] = []
-        var firstError: (any Error)?
-        for _ in statements {
-            // Each statement yields its result followed by a NULL separator.
-            var outcome: PostgresRows?
-            while let result = PQgetResult(handle) {
-                let status = PQresultStatus(result)
-                if status == PGRES_PIPELINE_ABORTED {
-                    PQclear(result)
-                    continue
-                }
-                do { outcome = try check(result) } catch { if firstError == nil { firstError = error } }
-            }
-            rows.append(outcome ?? .empty)
-            if !isOpen { break }
-        }
-        // Consume the sync point.
-        while let result = PQgetResult(handle) {
-            let status = PQresultStatus(result)
-            PQclear(result)
-            if status == PGRES_PIPELINE_SYNC { break }
-        }
-        if let firstError { throw firstError }
-        guard isOpen else { throw connectionError() }
-        return rows
-    }
-
     // MARK: - Internals
-
-    private func preparedName(for sql: String) throws -> String {
-        if let name = preparedStatements[sql] { return name }
-        if preparedStatements.count >= Self.preparedStatementLimit {
-            try execute("DEALLOCATE ALL")
-            preparedStatements.removeAll()
-        }
-        nextStatementID += 1
-        let name = "baton_\(nextStatementID)"
-        _ = try check(PQprepare(handle, name, sql, 0, nil))
-        preparedStatements[sql] = name
-        return name
-    }
 
     /// Converts a libpq result into rows or throws the error it carries. Frees nothing it
     /// returns: the rows own the result.
-    private func check(_ result: OpaquePointer?) throws -> PostgresRows {
+    func check(_ result: OpaquePointer?) throws -> PostgresRows {
         lastUsed = .now
         guard let result else { throw connectionError() }
         let status = PQresultStatus(result)
@@ -355,11 +234,11 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    private func connectionError() -> PostgresError {
+    func connectionError() -> PostgresError {
         PostgresError(code: isOpen ? .protocolViolation : .connectionLost, message: Self.errorMessage(handle))
     }
 
-    private static func errorMessage(_ connection: OpaquePointer) -> String {
+    static func errorMessage(_ connection: OpaquePointer) -> String {
         guard let raw = PQerrorMessage(connection) else { return "unknown libpq error" }
         let text = String(cString: raw).trimmingCharacters(in: .whitespacesAndNewlines)
         return text.isEmpty ? "unknown libpq error" : text

@@ -5,13 +5,13 @@ import NIOPosix
 import Foundation
 import Synchronization
 
-/// A bounded pool of libpq connections, each owned by a dedicated worker thread.
+/// A bounded pool of non-blocking libpq connections, driven by a few ``PostgresEventLoop``s.
 ///
-/// libpq blocks, so statements never run on an event loop or on Swift's cooperative pool.
-/// ``withConnection(_:)`` puts its body on the pool's queue; the first free worker runs the
-/// whole body on its own thread with its own connection and resumes the caller. A worker that
-/// finishes takes the next queued body straight away, so under load a request costs one hop
-/// onto a worker and one back, never a wake-up of the caller just to hand over a connection.
+/// ``withConnection(timeout:_:)`` leases a connection and runs its body with the connection's
+/// loop as the task executor: the body's statements are sent without blocking and the loop's
+/// thread waits for every connection's socket at once, as pgbench does. A request costs one
+/// hop onto the loop and one back to its event loop, never a thread per connection or a
+/// sleep per round trip. Opening a connection (which blocks in libpq) happens off the loops.
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
@@ -20,7 +20,7 @@ public final class PostgresPool: Sendable {
     public struct Configuration: Sendable {
         /// A libpq connection string: URI (`postgresql://...`) or `key=value` pairs.
         public var conninfo: String
-        /// Upper bound on open connections (and worker threads).
+        /// Upper bound on open connections.
         public var maxConnections: Int
         /// How long a body may wait for a free connection before ``withConnection(_:)``
         /// throws ``PostgresError/Code/poolTimeout``.
@@ -59,9 +59,9 @@ public final class PostgresPool: Sendable {
     public struct Statistics: Sendable, Equatable {
         /// Connections open (or being opened).
         public var open: Int
-        /// Open connections whose worker is waiting for work.
+        /// Open connections nobody holds.
         public var idle: Int
-        /// Connections running a body.
+        /// Connections leased to a body.
         public var inUse: Int
         /// Bodies waiting for a free connection.
         public var waiters: Int
@@ -78,11 +78,12 @@ public final class PostgresPool: Sendable {
     }
 
     private struct State: ~Copyable {
-        var queue = Deque<Job>()
-        var idleWorkers: [Worker] = []
+        /// Free slots, most recently used last (it most likely has an open connection).
+        var idle: [Slot] = []
+        var waiters = Deque<Waiter>()
         var busy = 0
         var open = 0
-        var nextJobID = 0
+        var nextWaiterID = 0
         var closed = false
         var connectionsOpened = 0
         var connectionsDiscarded = 0
@@ -95,26 +96,25 @@ public final class PostgresPool: Sendable {
     /// The pool's configuration.
     public let configuration: Configuration
     private let state = Mutex(State())
-    private let workers: [Worker]
     private let acquireObserver: (@Sendable (Duration) -> Void)?
     private let timerLoop: any EventLoop
 
-    /// Creates a pool and its worker threads. Connections are opened lazily, on first use.
+    /// Creates a pool. Connections are opened lazily, on first use.
     /// - Parameter acquireObserver: called with how long each body waited for a connection.
     public init(configuration: Configuration, acquireObserver: (@Sendable (Duration) -> Void)? = nil) {
         self.configuration = configuration
         self.acquireObserver = acquireObserver
         self.timerLoop = MultiThreadedEventLoopGroup.singleton.next()
-        self.workers = (0..<configuration.maxConnections).map { Worker(index: $0) }
-        state.withLock { $0.idleWorkers = workers.reversed() }
-        for worker in workers { worker.start(pool: self) }
+        let loops = PostgresEventLoop.shared
+        let slots = (0..<configuration.maxConnections).map { Slot(loop: loops[$0 % loops.count]) }
+        state.withLock { $0.idle = slots.reversed() }
     }
 
     /// The pool's current state.
     public var statistics: Statistics {
         state.withLock {
             Statistics(
-                open: $0.open, idle: $0.open - $0.busy, inUse: $0.busy, waiters: $0.queue.count,
+                open: $0.open, idle: $0.open - min($0.open, $0.busy), inUse: $0.busy, waiters: $0.waiters.count,
                 connectionsOpened: $0.connectionsOpened, connectionsDiscarded: $0.connectionsDiscarded,
                 acquireTimeouts: $0.acquireTimeouts, deadlineExpiries: $0.deadlineExpiries, isFailingFast: $0.silentSince != nil)
         }
@@ -122,59 +122,46 @@ public final class PostgresPool: Sendable {
 
     // MARK: - Using connections
 
-    /// Runs `body` with exclusive use of one connection, on that connection's worker thread.
-    /// Waiting for a free connection can be cancelled; a body that has started runs to its end.
-    public func withConnection<R: Sendable>(
-        timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) throws -> R
+    /// Runs `body` with exclusive use of one connection, on that connection's loop.
+    ///
+    /// The call has a deadline (`timeout`, else the configuration's `callTimeout`), waiting for
+    /// a connection included. Past it, a statement in flight is cancelled, the connection is cut
+    /// (the body's pending statement throws ``PostgresError/Code/timedOut``), the caller gets
+    /// that error, and the pool fails fast until the database answers again. Waiting for a free
+    /// connection can be cancelled; a body that has started runs to its end.
+    public func withConnection<R>(
+        timeout: Duration? = nil, _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
-        let id = try state.withLock { state in
-            if state.silentSince != nil {
-                throw PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
-            }
-            state.nextJobID += 1
-            return state.nextJobID
-        }
-        // When the caller runs on an event loop (Baton's server installs NIO as the concurrency
-        // executor), resume it on that same loop: the response is then written without another
-        // thread hop, instead of resuming on whichever loop the global executor picks.
+        let limit = timeout ?? configuration.callTimeout
+        let deadline = ContinuousClock.now + limit
+        let slot = try await acquire(deadline: deadline)
         let home = MultiThreadedEventLoopGroup.currentEventLoop
-        let gate = ResumeGate()
-        return try await withTaskCancellationHandler {
-            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<R, any Error>) in
-                let job = Job(
-                    id: id, enqueued: .now, gate: gate,
-                    run: { connection in
-                        let result = Result { try body(connection) }
-                        return {
-                            guard gate.claim() else { return }
-                            if let home { home.execute { continuation.resume(with: result) } } else { continuation.resume(with: result) }
-                        }
-                    },
-                    fail: { error in if gate.claim() { continuation.resume(throwing: error) } },
-                    failUngated: { continuation.resume(throwing: $0) })
-                submit(job, timeout: timeout ?? configuration.callTimeout)
-            }
-        } onCancel: {
-            if let job = removeQueued(id) {
-                job.timeout?.cancel()
-                job.fail(CancellationError())
-            }
+        let result = await Result {
+            try await withTaskExecutorPreference(slot.loop) { try await run(body, on: slot, deadline: deadline, limit: limit) }
         }
+        // Leave the loop's thread: code after the body must not run there (it would hold up every
+        // connection on the loop). When the caller came from an event loop (Baton's server
+        // installs NIO as the global executor), it resumes on that same loop, so its response is
+        // written without another thread hop.
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            if let home { home.execute { continuation.resume() } } else { slot.loop.execute { continuation.resume() } }
+        }
+        return try result.get()
     }
 
     /// Runs `body` in a transaction on one connection. Errors that a retry may cure
     /// (serialization failure, deadlock, a connection lost mid-way) rerun the whole body, up to
     /// `maxAttempts` times in all, with a short randomised backoff; the body must therefore be
     /// safe to run again, which a transaction that rolled back always is.
-    public func withTransaction<R: Sendable>(
+    public func withTransaction<R>(
         isolation: PostgresConnection.IsolationLevel = .readCommitted, maxAttempts: Int = 3, timeout: Duration? = nil,
-        _ body: @escaping @Sendable (PostgresConnection) throws -> R
+        _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
         var attempt = 1
         while true {
             do {
                 return try await withConnection(timeout: timeout) { connection in
-                    try connection.transaction(isolation: isolation, body)
+                    try await connection.transaction(isolation: isolation, body)
                 }
             } catch let error as PostgresError where error.isRetryable && attempt < maxAttempts {
                 attempt += 1
@@ -187,97 +174,227 @@ public final class PostgresPool: Sendable {
     @discardableResult
     public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
         let wire = parameters.map(\.postgresParameter)
-        return try await withConnection { try $0.query(sql, parameters: wire) }
+        return try await withConnection { try await $0.query(sql, parameters: wire) }
     }
 
-    /// Fails queued bodies, lets running ones finish, then closes every connection and stops
-    /// the workers. Later calls throw ``PostgresError/Code/poolClosed``; closing again (or from
+    /// Fails waiting calls, lets running ones finish within their deadline, then closes every
+    /// connection. Later calls throw ``PostgresError/Code/poolClosed``; closing again (or from
     /// several tasks at once) waits for the same shutdown.
     public func close() async {
-        let queued = state.withLock { state -> Deque<Job> in
+        let waiters = state.withLock { state -> Deque<Waiter> in
             state.closed = true
-            let queued = state.queue
-            state.queue.removeAll()
-            return queued
+            let waiters = state.waiters
+            state.waiters.removeAll()
+            return waiters
         }
-        for job in queued {
-            job.timeout?.cancel()
-            job.deadline?.cancel()
-            job.fail(PostgresError(code: .poolClosed, message: "the database pool is shut down"))
+        for waiter in waiters {
+            waiter.timer?.cancel()
+            waiter.continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
         }
-        for worker in workers { worker.wake() }
-        // Running bodies may finish within their deadline; a body stuck on a silent database
-        // must not hold up shutdown longer than that: its connection is cut.
-        let deadline = ContinuousClock.now + configuration.callTimeout
-        for worker in workers {
-            if await worker.stopped(before: deadline) { continue }
-            for stuck in workers { stuck.abortAny() }
-            _ = await worker.stopped(before: .now + .seconds(1))
+        // Bodies running now end within their deadline (which cuts a silent connection).
+        let deadline = ContinuousClock.now + configuration.callTimeout + .seconds(1)
+        while state.withLock({ $0.busy > 0 }), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        let slots = state.withLock { state -> [Slot] in
+            let slots = state.idle
+            state.idle.removeAll()
+            return slots
+        }
+        for slot in slots where slot.connection != nil {
+            slot.connection = nil
+            state.withLock { $0.open -= 1 }
         }
     }
 
-    // MARK: - Queue
+    // MARK: - Leases
 
-    private func submit(_ job: Job, timeout: Duration) {
-        enum Placement { case worker(Worker), queued, closed }
-        var job = job
-        // The call's deadline, waiting included. A call that finishes first finds nothing to do.
-        job.deadline = timerLoop.scheduleTask(in: .nanoseconds(timeout.nanoseconds)) { [job] in
-            self.deadlinePassed(job, timeout: timeout)
-        }
-        let placement: Placement = state.withLock { state in
-            if state.closed { return .closed }
-            if let worker = state.idleWorkers.popLast() {
-                state.busy += 1
-                worker.assign(job)
-                return .worker(worker)
+    private func acquire(deadline: ContinuousClock.Instant) async throws -> Slot {
+        let started = ContinuousClock.now
+        enum First { case slot(Slot), wait(Int) }
+        let first = try state.withLock { state -> First in
+            if state.closed { throw PostgresError(code: .poolClosed, message: "the database pool is shut down") }
+            if state.silentSince != nil {
+                throw PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
             }
-            state.queue.append(job)
+            if let slot = state.idle.popLast() {
+                state.busy += 1
+                return .slot(slot)
+            }
+            state.nextWaiterID += 1
+            return .wait(state.nextWaiterID)
+        }
+        switch first {
+        case .slot(let slot):
+            acquireObserver?(.zero)
+            return slot
+        case .wait(let id):
+            let slot = try await withTaskCancellationHandler {
+                try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Slot, any Error>) in
+                    wait(id: id, continuation: continuation, deadline: deadline)
+                }
+            } onCancel: {
+                if let waiter = removeWaiter(id) {
+                    waiter.timer?.cancel()
+                    waiter.continuation.resume(throwing: CancellationError())
+                }
+            }
+            acquireObserver?(ContinuousClock.now - started)
+            return slot
+        }
+    }
+
+    private func wait(id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant) {
+        // A slot freed since the first look, or the pool closed: no need to queue.
+        enum Placement { case slot(Slot), queued, closed }
+        let placement = state.withLock { state -> Placement in
+            if state.closed { return .closed }
+            if let slot = state.idle.popLast() {
+                state.busy += 1
+                return .slot(slot)
+            }
+            state.waiters.append(Waiter(id: id, continuation: continuation))
             return .queued
         }
         switch placement {
-        case .worker(let worker):
-            worker.wake()
+        case .slot(let slot): continuation.resume(returning: slot)
+        case .closed: continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
         case .queued:
-            // Nobody free: arm the acquire timeout. (Armed after queueing; if a worker took the
-            // job in between, the timer finds nothing to expire.)
-            let id = job.id
-            job.timeout = timerLoop.scheduleTask(in: .nanoseconds(Int64(configuration.acquireTimeout.nanoseconds))) {
-                self.expire(id)
+            // The acquire timeout or the call's deadline, whichever is first.
+            let acquireBy = ContinuousClock.now + configuration.acquireTimeout
+            let byDeadline = deadline < acquireBy
+            let wait = (byDeadline ? deadline : acquireBy) - .now
+            let timer = timerLoop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) { self.expire(id, byDeadline: byDeadline) }
+            let armed = state.withLock { state -> Bool in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return false }
+                state.waiters[index].timer = timer
+                return true
             }
-            let timer = job.timeout
-            state.withLock { state in
-                if let index = state.queue.firstIndex(where: { $0.id == id }) { state.queue[index].timeout = timer }
-            }
-        case .closed:
-            job.deadline?.cancel()
-            job.fail(PostgresError(code: .poolClosed, message: "the database pool is shut down"))
+            if !armed { timer.cancel() }
         }
     }
 
-    /// A call's deadline passed. Queued, it gives up like an acquire timeout; running, the caller
-    /// is answered now, the statement is cancelled and the connection cut (its worker is free
-    /// again as soon as libpq notices), and the pool fails fast until a probe gets through.
-    private func deadlinePassed(_ job: Job, timeout: Duration) {
-        if let queued = removeQueued(job.id) {
-            queued.timeout?.cancel()
-            state.withLock { $0.acquireTimeouts += 1 }
-            queued.fail(PostgresError(code: .poolTimeout, message: "no database connection became free within the call's deadline"))
-            return
+    private func removeWaiter(_ id: Int) -> Waiter? {
+        state.withLock { state in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index)
         }
-        // Running, or still connecting: answer the caller now (unless the body just finished),
-        // then cut the connection if a body is on it.
-        guard job.gate.claim() else { return }
-        // Fail fast from now on — before the caller hears back, so its next call already does.
+    }
+
+    private func expire(_ id: Int, byDeadline: Bool) {
+        guard let waiter = removeWaiter(id) else { return }
+        let statistics = state.withLock { state -> (busy: Int, waiters: Int) in
+            state.acquireTimeouts += 1
+            return (state.busy, state.waiters.count)
+        }
+        let message =
+            byDeadline
+            ? "no database connection became free within the call's deadline"
+            : "no database connection became free within \(configuration.acquireTimeout) "
+                + "(\(statistics.busy) of \(configuration.maxConnections) busy, \(statistics.waiters) more waiting)"
+        waiter.continuation.resume(throwing: PostgresError(code: .poolTimeout, message: message))
+    }
+
+    /// Gives a slot back: to the first waiter, or to the idle list.
+    private func release(_ slot: Slot) {
+        let waiter = state.withLock { state -> Waiter? in
+            if let waiter = state.waiters.popFirst() { return waiter }
+            state.busy -= 1
+            state.idle.append(slot)
+            return nil
+        }
+        if let waiter {
+            waiter.timer?.cancel()
+            waiter.continuation.resume(returning: slot)
+        }
+    }
+
+    // MARK: - Running a body (on the slot's loop)
+
+    private func run<R>(
+        _ body: (PostgresConnection) async throws -> R, on slot: Slot, deadline: ContinuousClock.Instant, limit: Duration
+    ) async throws -> R {
+        let loop = slot.loop
+        if !loop.inLoop { await withUnsafeContinuation { continuation in loop.execute { continuation.resume() } } }
+        let timedOut = PostgresError(code: .timedOut, message: "the database did not answer within \(limit); the call was abandoned")
+        let call = CallState()
+        let timer = loop.schedule(after: deadline - .now) { [self] in
+            call.expired = true
+            call.connection?.abort(timedOut)
+            call.connecting?.resume(returning: .failure(timedOut))
+            call.connecting = nil
+            deadlinePassed()
+        }
+        defer { loop.cancelTimer(timer) }
+        do {
+            if let existing = slot.connection, !existing.checkAlive() {
+                slot.connection = nil
+                state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 }
+            }
+            let connection: PostgresConnection
+            if let existing = slot.connection {
+                connection = existing
+            } else {
+                connection = try await connect(on: loop, call: call)
+                slot.connection = connection
+            }
+            call.connection = connection
+            let value: R
+            do {
+                value = try await body(connection)
+            } catch {
+                finish(slot, connection)
+                throw call.expired ? timedOut : error
+            }
+            finish(slot, connection)
+            if call.expired { throw timedOut }
+            return value
+        } catch {
+            if slot.connection == nil || call.expired { release(slot) }
+            throw call.expired ? timedOut : error
+        }
+    }
+
+    /// After a body: a connection that broke, that a deadline cut, or that the body left inside
+    /// a transaction is not reused; then the slot goes back.
+    private func finish(_ slot: Slot, _ connection: PostgresConnection) {
+        if connection.abortReason != nil || !connection.isOpen || connection.isInTransaction {
+            slot.connection = nil
+            state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 }
+        }
+        release(slot)
+    }
+
+    /// Opens a connection off the loop (libpq connects blocking), binds it to `loop`; the call's
+    /// deadline can answer first, in which case the late connection is closed.
+    private func connect(on loop: PostgresEventLoop, call: CallState) async throws -> PostgresConnection {
+        let configuration = configuration
+        let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
+            call.connecting = continuation
+            Thread.detachNewThread {
+                let result = Result {
+                    try PostgresConnection(conninfo: configuration.conninfo, limits: configuration.limits, faults: configuration.faults)
+                }
+                loop.execute {
+                    guard let waiting = call.connecting else { return }  // the deadline answered already
+                    call.connecting = nil
+                    waiting.resume(returning: result)
+                }
+            }
+        }
+        let connection = try opened.get()
+        connection.attach(to: loop)
+        state.withLock { $0.open += 1; $0.connectionsOpened += 1 }
+        return connection
+    }
+
+    /// A call's deadline passed while its body ran: the pool fails fast from now on — before
+    /// the caller hears back, so its next call already does — until a probe gets through.
+    private func deadlinePassed() {
         let startProbe = state.withLock { state -> Bool in
             state.deadlineExpiries += 1
             guard state.silentSince == nil, !state.closed else { return false }
             state.silentSince = .now
             return true
         }
-        job.failUngated(
-            PostgresError(code: .timedOut, message: "the database did not answer within \(timeout); the call was abandoned"))
-        _ = workers.contains { $0.abort(job: job.id) }
         if startProbe { probeUntilAnswered() }
     }
 
@@ -289,7 +406,7 @@ public final class PostgresPool: Sendable {
         let limits = probeLimits
         let conninfo = configuration.conninfo
         let thread = Thread { [self] in
-            while !isClosed() {
+            while !state.withLock({ $0.closed }) {
                 if let connection = try? PostgresConnection(conninfo: conninfo, limits: limits),
                     (try? connection.query("SELECT 1")) != nil
                 {
@@ -302,50 +419,6 @@ public final class PostgresPool: Sendable {
         thread.name = "baton-db-probe"
         thread.start()
     }
-
-    private func removeQueued(_ id: Int) -> Job? {
-        state.withLock { state in
-            guard let index = state.queue.firstIndex(where: { $0.id == id }) else { return nil }
-            return state.queue.remove(at: index)
-        }
-    }
-
-    private func expire(_ id: Int) {
-        guard let job = removeQueued(id) else { return }
-        let statistics = state.withLock { state -> Statistics in
-            state.acquireTimeouts += 1
-            return Statistics(
-                open: state.open, idle: state.open - state.busy, inUse: state.busy, waiters: state.queue.count,
-                connectionsOpened: state.connectionsOpened, connectionsDiscarded: state.connectionsDiscarded,
-                acquireTimeouts: state.acquireTimeouts)
-        }
-        job.fail(
-            PostgresError(
-                code: .poolTimeout,
-                message: "no database connection became free within \(configuration.acquireTimeout) "
-                    + "(\(statistics.inUse) of \(configuration.maxConnections) busy, \(statistics.waiters) more waiting)"))
-    }
-
-    /// Called by a worker after a body: hands it the next queued job, or parks it.
-    fileprivate func next(for worker: Worker) -> Job? {
-        state.withLock { state in
-            if let job = state.queue.popFirst() { return job }
-            state.busy -= 1
-            state.idleWorkers.append(worker)
-            return nil
-        }
-    }
-
-    fileprivate func isClosed() -> Bool { state.withLock { $0.closed } }
-
-    fileprivate func observeAcquire(_ job: Job) {
-        job.timeout?.cancel()
-        acquireObserver?(ContinuousClock.now - job.enqueued)
-    }
-
-    fileprivate func connectionOpened() { state.withLock { $0.open += 1; $0.connectionsOpened += 1 } }
-    fileprivate func connectionDiscarded() { state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 } }
-    fileprivate func connectionClosed() { state.withLock { $0.open -= 1 } }
 }
 
 extension Duration {
@@ -354,153 +427,26 @@ extension Duration {
     }
 }
 
-/// A body waiting to run, with the continuation that gets its result.
-private struct Job: Sendable {
+/// One of the pool's `maxConnections` places: its connection (opened lazily, dropped when it
+/// breaks) and the loop that drives it. Touched only by whoever holds its lease.
+private final class Slot: @unchecked Sendable {
+    let loop: PostgresEventLoop
+    var connection: PostgresConnection?
+
+    init(loop: PostgresEventLoop) { self.loop = loop }
+}
+
+/// A caller waiting for a free slot.
+private struct Waiter {
     var id: Int
-    var enqueued: ContinuousClock.Instant
-    /// Who resumes the caller: the body's result, a failure or the deadline, whichever is first.
-    var gate: ResumeGate
-    /// Runs the body and returns how to resume the caller, which the worker calls only after
-    /// it has given its connection back (so a resumed caller sees the pool as it left it).
-    var run: @Sendable (PostgresConnection) -> @Sendable () -> Void
-    var fail: @Sendable (any Error) -> Void
-    /// Resumes the caller with an error; only for whoever already claimed the gate.
-    var failUngated: @Sendable (any Error) -> Void
-    var timeout: Scheduled<Void>?
-    var deadline: Scheduled<Void>?
+    var continuation: UnsafeContinuation<Slot, any Error>
+    var timer: Scheduled<Void>?
 }
 
-/// Lets exactly one of the body's result, a failure and the deadline resume a caller.
-private final class ResumeGate: Sendable {
-    private let claimed = Atomic<Bool>(false)
-    func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
-    /// Whether the caller has been answered already (a body that has not started should not).
-    var isClaimed: Bool { claimed.load(ordering: .acquiring) }
-}
-
-/// One worker thread and the connection it owns.
-///
-/// The thread sleeps on its own semaphore and is woken only when a job is assigned to it (or
-/// the pool closes), so a submit wakes exactly one thread. `assigned` is written under the
-/// pool's lock while the worker is parked and read by the worker after the semaphore wakes it;
-/// the connection is touched only by the worker thread. Hence `@unchecked Sendable`.
-private final class Worker: @unchecked Sendable {
-    let index: Int
-    private let semaphore = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
-    private var assigned: Job?
-    private var connection: PostgresConnection?
-
-    init(index: Int) { self.index = index }
-
-    func start(pool: PostgresPool) {
-        let thread = Thread { [self] in self.loop(pool) }
-        thread.name = "baton-db-\(index)"
-        thread.start()
-    }
-
-    /// Called with the pool's lock held, while the worker is parked.
-    func assign(_ job: Job) { assigned = job }
-
-    func wake() { semaphore.signal() }
-
-    /// Waits until the thread has ended (after the pool closed), or until `deadline`; returns
-    /// whether it ended. Any number of callers may wait: each passes the signal on, so closing a
-    /// pool twice returns at once.
-    func stopped(before deadline: ContinuousClock.Instant) async -> Bool {
-        let seconds = max(0, Double((deadline - .now).components.seconds) + Double((deadline - .now).components.attoseconds) / 1e18)
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            DispatchQueue.global().async {
-                let ended = self.finished.wait(timeout: .now() + seconds) == .success
-                if ended { self.finished.signal() }
-                continuation.resume(returning: ended)
-            }
-        }
-    }
-
-    /// The running job and its connection's socket and cancel request, for the deadline to cut.
-    /// Set and cleared by the worker around each body; the socket is closed only after it is
-    /// cleared, so a cut can never hit a reused descriptor.
-    private let running = Mutex<(job: Int, socket: Int32, cancel: CancelToken?)?>(nil)
-
-    /// Cuts the connection of `job` if this worker is running it: the server is asked to
-    /// cancel the statement (on a thread of its own: that request can hang on a silent network
-    /// too) and the socket is shut down, so the blocked libpq call returns at once.
-    func abort(job: Int) -> Bool {
-        running.withLock { running in
-            guard let current = running, current.job == job else { return false }
-            Self.cut(current.socket, cancel: current.cancel)
-            return true
-        }
-    }
-
-    /// Cuts whatever this worker is running (shutdown).
-    func abortAny() {
-        running.withLock { running in
-            if let current = running { Self.cut(current.socket, cancel: current.cancel) }
-        }
-    }
-
-    private static func cut(_ socket: Int32, cancel: CancelToken?) {
-        if let cancel {
-            let thread = Thread { cancel.send() }
-            thread.name = "baton-db-cancel"
-            thread.start()
-        }
-        if socket >= 0 { shutdown(socket, Int32(SHUT_RDWR)) }
-    }
-
-    private func loop(_ pool: PostgresPool) {
-        while true {
-            semaphore.wait()
-            guard var job = assigned else {
-                if pool.isClosed() { break }
-                continue
-            }
-            assigned = nil
-            while true {
-                let resume = run(job, pool: pool)
-                let next = pool.next(for: self)
-                resume()
-                guard let next else { break }
-                job = next
-            }
-        }
-        if connection != nil {
-            connection = nil
-            pool.connectionClosed()
-        }
-        finished.signal()
-    }
-
-    private func run(_ job: Job, pool: PostgresPool) -> @Sendable () -> Void {
-        pool.observeAcquire(job)
-        if let existing = connection, !existing.checkAlive() {
-            connection = nil
-            pool.connectionDiscarded()
-        }
-        if connection == nil {
-            do {
-                connection = try PostgresConnection(
-                    conninfo: pool.configuration.conninfo, limits: pool.configuration.limits, faults: pool.configuration.faults)
-                pool.connectionOpened()
-            } catch {
-                return { job.fail(error) }
-            }
-        }
-        guard let connection else { return {} }
-        // The deadline answered the caller while we connected: the body must not run late.
-        if job.gate.isClaimed { return {} }
-        running.withLock { $0 = (job.id, connection.socket, connection.cancelToken) }
-        let resume = job.run(connection)
-        running.withLock { $0 = nil }
-        job.deadline?.cancel()
-        // A connection that broke, or that a body left inside a transaction, is not reused.
-        if connection.isOpen, connection.isInTransaction { try? connection.execute("ROLLBACK") }
-        if !connection.isOpen || connection.isInTransaction {
-            self.connection = nil
-            pool.connectionDiscarded()
-        }
-        return resume
-    }
+/// What the deadline's timer and the running call share; touched only on the slot's loop.
+private final class CallState: @unchecked Sendable {
+    var expired = false
+    var connection: PostgresConnection?
+    /// Waiting for a connection to open: the deadline may answer first.
+    var connecting: UnsafeContinuation<Result<PostgresConnection, any Error>, Never>?
 }

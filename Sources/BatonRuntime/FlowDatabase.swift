@@ -18,24 +18,24 @@ public struct FlowDatabase: Sendable {
 
     /// Runs one parameterised statement (`$1`, `$2`, ...) in the command's transaction.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresRows {
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
         if let keyword = Self.transactionControl(sql) {
             throw FlowCallError.invalid("effects run inside the command's transaction and may not use \(keyword); use savepoint(_:)")
         }
-        return try connection.query(sql, parameters)
+        return try await connection.query(sql, parameters)
     }
 
     /// Runs `body` inside a savepoint: if it throws, its statements are undone and the error
     /// is rethrown, while the command's transaction goes on.
-    public func savepoint<R>(_ body: (FlowDatabase) throws -> R) throws -> R {
-        try connection.query("SAVEPOINT baton_effect")
+    public func savepoint<R>(_ body: (FlowDatabase) async throws -> R) async throws -> R {
+        try await connection.query("SAVEPOINT baton_effect")
         do {
-            let value = try body(self)
-            try connection.query("RELEASE SAVEPOINT baton_effect")
+            let value = try await body(self)
+            try await connection.query("RELEASE SAVEPOINT baton_effect")
             return value
         } catch {
-            try connection.query("ROLLBACK TO SAVEPOINT baton_effect")
-            try connection.query("RELEASE SAVEPOINT baton_effect")
+            try await connection.query("ROLLBACK TO SAVEPOINT baton_effect")
+            try await connection.query("RELEASE SAVEPOINT baton_effect")
             throw error
         }
     }

@@ -47,14 +47,14 @@ public struct FlowInvocation: Sendable {
 /// registry.effect(
 ///     "favourites.add", arguments: [ArgumentSpec("playlist")], outcomes: ["added"], fields: [FieldSpec("name")]
 /// ) { call in
-///     try call.database.query("INSERT INTO favourites ... ON CONFLICT DO NOTHING", [...])
+///     try await call.database.query("INSERT INTO favourites ... ON CONFLICT DO NOTHING", [...])
 ///     return EffectResult("added", ["name": .string(name)])
 /// }
 /// ```
 public struct FlowRegistry: Sendable {
-    public typealias Effect = @Sendable (FlowInvocation) throws -> EffectResult
-    public typealias Guard = @Sendable (FlowInvocation) throws -> Bool
-    public typealias Loader = @Sendable (FlowInvocation) throws -> JSONValue
+    public typealias Effect = @Sendable (FlowInvocation) async throws -> EffectResult
+    public typealias Guard = @Sendable (FlowInvocation) async throws -> Bool
+    public typealias Loader = @Sendable (FlowInvocation) async throws -> JSONValue
 
     private(set) var effects: [String: (CallSignature, Effect)] = [:]
     private(set) var guards: [String: (CallSignature, Guard)] = [:]
@@ -113,22 +113,22 @@ struct DatabaseFlowHost: FlowHost {
         self.logger = logger
     }
 
-    func runGuard(_ name: String, arguments: JSONObject, call: FlowCall) throws -> Bool {
+    func runGuard(_ name: String, arguments: JSONObject, call: FlowCall) async throws -> Bool {
         guard let entry = registry.guards[name] else { throw FlowCallError.invalid("guard '\(name)' is not registered") }
-        return try entry.1(FlowInvocation(arguments: arguments, call: call, database: database, logger: logger))
+        return try await entry.1(FlowInvocation(arguments: arguments, call: call, database: database, logger: logger))
     }
 
-    func runEffect(_ name: String, arguments: JSONObject, call: FlowCall) throws -> EffectResult {
+    func runEffect(_ name: String, arguments: JSONObject, call: FlowCall) async throws -> EffectResult {
         guard let entry = registry.effects[name] else { throw FlowCallError.invalid("effect '\(name)' is not registered") }
-        let result = try entry.1(FlowInvocation(arguments: arguments, call: call, database: database, logger: logger))
+        let result = try await entry.1(FlowInvocation(arguments: arguments, call: call, database: database, logger: logger))
         guard entry.0.outcomes.contains(result.outcome) else {
             throw FlowCallError.invalid("effect '\(name)' returned undeclared outcome '\(result.outcome)'")
         }
         return result
     }
 
-    func runLoader(_ name: String, arguments: JSONObject, call: FlowCall) throws -> JSONValue {
+    func runLoader(_ name: String, arguments: JSONObject, call: FlowCall) async throws -> JSONValue {
         guard let entry = registry.loaders[name] else { throw FlowCallError.invalid("loader '\(name)' is not registered") }
-        return try entry.1(FlowInvocation(arguments: arguments, call: call, database: database, logger: logger))
+        return try await entry.1(FlowInvocation(arguments: arguments, call: call, database: database, logger: logger))
     }
 }

@@ -72,7 +72,7 @@ extension FlowRuntime {
     func settle(
         _ step: FlowStep, session: SessionRow, engine: FlowEngine, command: CommandRequest, event: String, startedFlow: String? = nil,
         db: PostgresConnection
-    ) throws -> StepResult {
+    ) async throws -> StepResult {
         var session = session
         session.state = step.session.state
         session.context = step.session.context
@@ -149,14 +149,14 @@ extension FlowRuntime {
         request.budget = callBudget
         let result = await services.call(request, service: work.command.served.bundle.service(request.service))
         return try await transaction(flow: work.command.claims.flow) { [self] db in
-            try apply(result, of: work, db: db)
+            try await apply(result, of: work, db: db)
         }
     }
 
     /// The second transaction: the session must still be waiting on this very call.
-    private func apply(_ result: ServiceResult, of work: CallWork, db: PostgresConnection) throws -> StepResult {
+    private func apply(_ result: ServiceResult, of work: CallWork, db: PostgresConnection) async throws -> StepResult {
         let calling = work.calling
-        guard case (var session, let logged)? = try SessionStore.lock(db, id: work.session, step: calling.step, event: calling.event) else {
+        guard case (var session, let logged)? = try await SessionStore.lock(db, id: work.session, step: calling.step, event: calling.event) else {
             throw CommandError(.notFound, "the session ended while its service call was in flight", flow: work.command.claims.flow)
         }
         if let logged {
@@ -167,7 +167,7 @@ extension FlowRuntime {
         guard let current = Calling(session), current.call == calling.call, current.step == calling.step, session.step == calling.step
         else { return StepResult(reply: stale(flow: session.flow)) }
         session.context[Calling.key] = nil
-        let engine = try engine(hash: session.definitionHash, served: work.command.served, db: db)
+        let engine = try await engine(hash: session.definitionHash, served: work.command.served, db: db)
         guard let subject = FlowSubject(session.subject) else {
             throw CommandError(.forbidden, "the session's subject is not valid", flow: session.flow)
         }
@@ -175,10 +175,10 @@ extension FlowRuntime {
             subject: subject, flow: session.flow, sessionID: session.id.uuidString.lowercased(),
             clientAddress: work.command.identity.address)
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
-        let step = try engine.resume(
+        let step = try await engine.resume(
             call: calling.call, result: result, session: FlowSessionState(state: session.state, context: session.context), host: host,
             call: call)
-        return try settle(step, session: session, engine: engine, command: work.command, event: calling.event, db: db)
+        return try await settle(step, session: session, engine: engine, command: work.command, event: calling.event, db: db)
     }
 
     /// Waits for another request's call to this step: on this replica, for its reply; on
@@ -195,7 +195,7 @@ extension FlowRuntime {
             while ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(100))
                 let logged = try await pool.withConnection { [wait] db in
-                    try SessionStore.logged(db, id: wait.session, step: wait.calling.step, event: wait.calling.event)
+                    try await SessionStore.logged(db, id: wait.session, step: wait.calling.step, event: wait.calling.event)
                 }
                 if let logged {
                     guard logged.matches(wait.calling.inputDigest) else { return StepResult(reply: stale(flow: wait.flow)) }

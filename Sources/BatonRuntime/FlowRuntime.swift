@@ -137,7 +137,7 @@ public final class FlowRuntime: Sendable {
         let definitions = served.withLock { served in
             Array(served.current.values.map(\.flow)) + Array(served.ramp?.engines.values.map(\.flow) ?? [])
         }
-        try await pool.withTransaction { db in try SessionStore.publish(db, definitions: definitions) }
+        try await pool.withTransaction { db in try await SessionStore.publish(db, definitions: definitions) }
     }
 
     // MARK: - Commands
@@ -177,8 +177,8 @@ public final class FlowRuntime: Sendable {
         // and repeats of one find the session it started.
         let startID = claims.isStart ? PayloadSigner.sessionID(forStartPayload: payload) : nil
         return try await run(flow: claims.flow, started: started) { [self] db in
-            if let startID { return try start(request, id: startID, parameters: claims.parameters ?? [:], db: db) }
-            return try step(request, db: db)
+            if let startID { return try await start(request, id: startID, parameters: claims.parameters ?? [:], db: db) }
+            return try await step(request, db: db)
         }
     }
 
@@ -237,14 +237,14 @@ public final class FlowRuntime: Sendable {
             fetched = await fetch(name, parameters: parameters, identity: identity, served: served)
         }
         return try await run(flow: flowName, started: started) { [self, startClaims, fetched] db in
-            if let idempotency, let earlier = try IdempotencyStore.claim(db, idempotency) {
+            if let idempotency, let earlier = try await IdempotencyStore.claim(db, idempotency) {
                 return StepResult(reply: CommandReply(body: earlier, replayed: true, outcome: .replayed, flow: flowName))
             }
             var result: StepResult
             if let (request, id) = startClaims {
-                result = try start(request, id: id, parameters: parameters, db: db)
+                result = try await start(request, id: id, parameters: parameters, db: db)
             } else if case .screen(let name) = target {
-                let fitted = try screen(
+                let fitted = try await screen(
                     name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, fetched: fetched, db: db)
                 var body: [UInt8] = Array(#"{"type":"screen","presentation":"push","screen":"#.utf8)
                 body += fitted.bytes
@@ -286,7 +286,7 @@ public final class FlowRuntime: Sendable {
         let fetched = await fetch(name, parameters: parameters, identity: identity, served: served)
         do {
             fitted = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
-                try screen(
+                try await screen(
                     name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, fetched: fetched, db: db)
             }
         } catch {
@@ -319,11 +319,11 @@ public final class FlowRuntime: Sendable {
     private func screen(
         _ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows,
         fetched: [String: ServiceResult] = [:], db: PostgresConnection
-    ) throws -> FittedReply {
+    ) async throws -> FittedReply {
         guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
-        let screen = try ScreenRendering.render(
+        let screen = try await ScreenRendering.render(
             template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil), fetched: fetched)
         let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, served: served)
         return served.fitter.fit(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
@@ -363,7 +363,7 @@ public final class FlowRuntime: Sendable {
     /// step stopped at a service call, the call and the transaction that applies it, or, if
     /// another request's call for the step is in flight, the wait for its answer. Publishes
     /// what the command returned, once.
-    private func run(flow: String, started: ContinuousClock.Instant, _ body: @escaping @Sendable (PostgresConnection) throws -> StepResult)
+    private func run(flow: String, started: ContinuousClock.Instant, _ body: @escaping @Sendable (PostgresConnection) async throws -> StepResult)
         async throws -> CommandReply
     {
         do {
@@ -426,11 +426,11 @@ public final class FlowRuntime: Sendable {
     /// decides: if the first attempt committed, the body finds its log entry and answers a
     /// replay of the same bytes, and the first attempt's result is delivered (not marked as a
     /// replay, counted once); if it did not, this is the command's first and only run.
-    func transaction(flow: String, _ body: @escaping @Sendable (PostgresConnection) throws -> StepResult) async throws -> StepResult {
+    func transaction(flow: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> StepResult) async throws -> StepResult {
         let attempt = Mutex<StepResult?>(nil)
         do {
             return try await pool.withTransaction { db in
-                let result = try body(db)
+                let result = try await body(db)
                 attempt.withLock { $0 = result }
                 return result
             }
@@ -438,7 +438,7 @@ public final class FlowRuntime: Sendable {
             let first = attempt.withLock { $0 }
             logger.warning("the connection broke after COMMIT was sent; the command log decides", metadata: ["flow": .string(flow)])
             return try await pool.withTransaction { db in
-                let again = try body(db)
+                let again = try await body(db)
                 if again.reply.replayed, let first, first.reply.body == again.reply.body { return first }
                 // A step that stopped at a call committed its calling record: going on with
                 // the first attempt's call is going on with the same key.
@@ -466,9 +466,9 @@ public final class FlowRuntime: Sendable {
         }
     }
 
-    // MARK: - Steps (on the database thread, inside the transaction)
+    // MARK: - Steps (on the database loop, inside the transaction)
 
-    private func start(_ request: CommandRequest, id: UUID, parameters: JSONObject, db: PostgresConnection) throws -> StepResult {
+    private func start(_ request: CommandRequest, id: UUID, parameters: JSONObject, db: PostgresConnection) async throws -> StepResult {
         let claims = request.claims
         guard let engine = request.served.engine(starting: claims.flow, for: claims.subject) else {
             throw CommandError(.notFound, "flow '\(claims.flow)' no longer exists", flow: claims.flow)
@@ -480,9 +480,9 @@ public final class FlowRuntime: Sendable {
             id: id, subject: claims.subject, flow: claims.flow, definitionHash: engine.flow.hash, state: engine.flow.start,
             step: 0, context: [:], status: "active", expiresAt: request.now.addingTimeInterval(engine.flow.ttl.seconds))
         // An expired start action may still be a retry of one that ran: look, but never start.
-        let claimed = request.expired ? false : try SessionStore.claim(db, session: session)
+        let claimed = request.expired ? false : try await SessionStore.claim(db, session: session)
         guard claimed else {
-            guard let (existing, logged) = try SessionStore.lock(db, id: id, step: 0, event: "start") else {
+            guard let (existing, logged) = try await SessionStore.lock(db, id: id, step: 0, event: "start") else {
                 return StepResult(reply: expiredBody(flow: claims.flow, parameters: parameters, request: request))
             }
             guard existing.subject == claims.subject else {
@@ -501,14 +501,14 @@ public final class FlowRuntime: Sendable {
         let call = FlowCall(
             subject: subject, flow: claims.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
-        let step = try engine.start(parameters: parameters, host: host, call: call)
-        return try settle(step, session: session, engine: engine, command: request, event: "start", startedFlow: claims.flow, db: db)
+        let step = try await engine.start(parameters: parameters, host: host, call: call)
+        return try await settle(step, session: session, engine: engine, command: request, event: "start", startedFlow: claims.flow, db: db)
     }
 
-    private func step(_ request: CommandRequest, db: PostgresConnection) throws -> StepResult {
+    private func step(_ request: CommandRequest, db: PostgresConnection) async throws -> StepResult {
         let claims = request.claims
         guard let id = claims.sessionID else { throw CommandError(.invalidPayload, "the payload names no session") }
-        guard case (let session, var logged)? = try SessionStore.lock(db, id: id, step: claims.step, event: claims.event) else {
+        guard case (let session, var logged)? = try await SessionStore.lock(db, id: id, step: claims.step, event: claims.event) else {
             // A genuine payload for a session that is gone (cleaned up): start over.
             return StepResult(reply: expiredBody(flow: claims.flow, parameters: nil, request: request))
         }
@@ -518,7 +518,7 @@ public final class FlowRuntime: Sendable {
         if logged == nil, session.step != claims.step {
             // We may have waited for the lock while a copy of this command ran and committed:
             // the join above read the log from before the wait, a fresh statement sees it.
-            logged = try SessionStore.logged(db, id: id, step: claims.step, event: claims.event)
+            logged = try await SessionStore.logged(db, id: id, step: claims.step, event: claims.event)
         }
         if let logged {
             // Processed before: the identical request gets its reply, any other is stale.
@@ -542,17 +542,17 @@ public final class FlowRuntime: Sendable {
         if let calling = Calling(session) {
             return continueCalling(calling, session: session, command: request, event: claims.event, db: db)
         }
-        let engine = try engine(hash: session.definitionHash, served: request.served, db: db)
+        let engine = try await engine(hash: session.definitionHash, served: request.served, db: db)
         guard let subject = FlowSubject(session.subject) else {
             throw CommandError(.forbidden, "the session's subject is not valid", flow: session.flow)
         }
         let call = FlowCall(
             subject: subject, flow: session.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
-        let result = try engine.handle(
+        let result = try await engine.handle(
             event: claims.event, input: request.input, session: FlowSessionState(state: session.state, context: session.context),
             host: host, call: call)
-        return try settle(result, session: session, engine: engine, command: request, event: claims.event, db: db)
+        return try await settle(result, session: session, engine: engine, command: request, event: claims.event, db: db)
     }
 
     // MARK: - Helpers
@@ -568,9 +568,9 @@ public final class FlowRuntime: Sendable {
 
     /// The engine for a definition hash: current files first, then definitions stored by
     /// earlier deployments (a session keeps the rules it started on).
-    func engine(hash: String, served: ServedFlows, db: PostgresConnection) throws -> FlowEngine {
+    func engine(hash: String, served: ServedFlows, db: PostgresConnection) async throws -> FlowEngine {
         if let engine = pinned.withLock({ $0[hash] }) { return engine }
-        guard let stored = try SessionStore.definitionSource(db, hash: hash) else {
+        guard let stored = try await SessionStore.definitionSource(db, hash: hash) else {
             throw FlowEngineError(kind: .definition, message: "no flow definition with hash \(hash.prefix(12)) is stored")
         }
         let (flow, diagnostics) = FlowLoader.load(source: stored.source, file: "stored/\(hash.prefix(12))/\(stored.flow).yaml")
@@ -648,8 +648,8 @@ public final class FlowRuntime: Sendable {
     /// than a day (run periodically).
     public func expireSessions(limit: Int = 1000) async throws -> Int {
         let flows = try await pool.withTransaction { db in
-            try IdempotencyStore.sweep(db, limit: limit)
-            return try SessionStore.expireDue(db, limit: limit)
+            try await IdempotencyStore.sweep(db, limit: limit)
+            return try await SessionStore.expireDue(db, limit: limit)
         }
         for flow in flows { metrics.sessionFinished(flow: flowLabel(flow), result: .expired) }
         return flows.count

@@ -37,17 +37,17 @@ enum IdempotencyStore {
     /// Takes the key for this transaction. Returns the stored reply when the identical request
     /// already ran; throws when the key is in use by a running request (409) or was used for
     /// another request (422); returns nil when this is the key's first request.
-    static func claim(_ db: PostgresConnection, _ key: IdempotencyKey) throws -> [UInt8]? {
+    static func claim(_ db: PostgresConnection, _ key: IdempotencyKey) async throws -> [UInt8]? {
         // A transaction-scoped advisory lock on the key: a second request with the key while the
         // first one runs is told so at once instead of queueing behind it.
-        let locked = try db.query(
+        let locked = try await db.query(
             "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 7))", [key.scope + "\u{1F}" + key.key]
         )[0].decode(Bool.self, at: 0)
         guard locked else {
             throw CommandError(.inFlight, "a request with this Idempotency-Key is still being processed; retry shortly")
         }
         guard
-            let row = try db.query(
+            let row = try await db.query(
                 "SELECT request_digest, response FROM idempotency_keys WHERE scope = $1 AND key = $2", [key.scope, key.key]
             ).first
         else { return nil }
@@ -65,8 +65,8 @@ enum IdempotencyStore {
     }
 
     /// Forgets keys older than a day (the draft lets servers expire keys; clients retry within seconds).
-    static func sweep(_ db: PostgresConnection, limit: Int) throws {
-        try db.query(
+    static func sweep(_ db: PostgresConnection, limit: Int) async throws {
+        try await db.query(
             """
             DELETE FROM idempotency_keys WHERE ctid IN (
                 SELECT ctid FROM idempotency_keys WHERE created_at < now() - interval '1 day' LIMIT $1

@@ -31,8 +31,8 @@ struct LoggedReply: Sendable {
 enum SessionStore {
     /// Locks the session and, in the same round trip, fetches the logged reply for
     /// `(step, event)` if that command was already processed.
-    static func lock(_ db: PostgresConnection, id: UUID, step: Int, event: String) throws -> (SessionRow, logged: LoggedReply?)? {
-        let rows = try db.query(
+    static func lock(_ db: PostgresConnection, id: UUID, step: Int, event: String) async throws -> (SessionRow, logged: LoggedReply?)? {
+        let rows = try await db.query(
             """
             SELECT s.subject, s.flow, s.definition_hash, s.state, s.step, s.context, s.status, s.expires_at, l.response, l.input_digest
             FROM flow_sessions s
@@ -55,8 +55,8 @@ enum SessionStore {
 
     /// Claims a new session id. Returns false when the session already exists (a repeated start);
     /// a concurrent claimer waits here until the first one commits.
-    static func claim(_ db: PostgresConnection, session: SessionRow) throws -> Bool {
-        let rows = try db.query(
+    static func claim(_ db: PostgresConnection, session: SessionRow) async throws -> Bool {
+        let rows = try await db.query(
             """
             INSERT INTO flow_sessions (id, subject, flow, definition_hash, state, step, context, status, expires_at)
             VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)
@@ -72,9 +72,9 @@ enum SessionStore {
     }
 
     /// The logged reply of a command, if it was processed.
-    static func logged(_ db: PostgresConnection, id: UUID, step: Int, event: String) throws -> LoggedReply? {
+    static func logged(_ db: PostgresConnection, id: UUID, step: Int, event: String) async throws -> LoggedReply? {
         guard
-            let row = try db.query(
+            let row = try await db.query(
                 "SELECT response, input_digest FROM command_log WHERE session_id = $1 AND step = $2 AND event = $3", [id, step, event]
             ).first
         else { return nil }
@@ -119,22 +119,22 @@ enum SessionStore {
     }
 
     /// Stores definitions by hash (existing ones are left alone).
-    static func publish(_ db: PostgresConnection, definitions: [FlowDefinition]) throws {
+    static func publish(_ db: PostgresConnection, definitions: [FlowDefinition]) async throws {
         for definition in definitions {
-            try db.query(
+            try await db.query(
                 "INSERT INTO flow_definitions (hash, flow, source) VALUES ($1, $2, $3) ON CONFLICT (hash) DO NOTHING",
                 [definition.hash, definition.name, definition.source])
         }
     }
 
-    static func definitionSource(_ db: PostgresConnection, hash: String) throws -> (flow: String, source: String)? {
-        guard let row = try db.query("SELECT flow, source FROM flow_definitions WHERE hash = $1", [hash]).first else { return nil }
+    static func definitionSource(_ db: PostgresConnection, hash: String) async throws -> (flow: String, source: String)? {
+        guard let row = try await db.query("SELECT flow, source FROM flow_definitions WHERE hash = $1", [hash]).first else { return nil }
         return (try row.decode(String.self, at: 0), try row.decode(String.self, at: 1))
     }
 
     /// Marks active sessions past their expiry as expired; returns their flows.
-    static func expireDue(_ db: PostgresConnection, limit: Int) throws -> [String] {
-        try db.query(
+    static func expireDue(_ db: PostgresConnection, limit: Int) async throws -> [String] {
+        try await db.query(
             """
             UPDATE flow_sessions SET status = 'expired', updated_at = now()
             WHERE id IN (

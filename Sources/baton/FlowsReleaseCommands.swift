@@ -19,7 +19,7 @@ private func awaitReports(_ pool: PostgresPool, version: Int, timeout: Double) a
     var lastNew = ContinuousClock.now
     while ContinuousClock.now < deadline {
         try await Task.sleep(for: .milliseconds(200))
-        let now = try await pool.withConnection { try ReleaseStore.reports($0, version: version) }
+        let now = try await pool.withConnection { try await ReleaseStore.reports($0, version: version) }
         if now.count > reports.count { lastNew = .now }
         reports = now
         if !reports.isEmpty, ContinuousClock.now - lastNew > .seconds(1) { break }
@@ -37,7 +37,7 @@ private func awaitReports(_ pool: PostgresPool, version: Int, timeout: Double) a
 /// Runs one change of the release state, prints it, and waits for the replicas' reports.
 private func changeRelease(
     _ common: CommonOptions, wait: Double, describe: @escaping @Sendable (ReleaseStore.State) -> String,
-    _ change: @escaping @Sendable (PostgresConnection) throws -> ReleaseStore.State
+    _ change: @escaping @Sendable (PostgresConnection) async throws -> ReleaseStore.State
 ) async {
     let configuration: BatonConfiguration
     do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
@@ -89,7 +89,7 @@ extension FlowsCommand {
             let logger = bootstrapLogging(configuration)
             let ok = await Database.withPool(configuration, logger: logger) { pool in
                 let state = try await pool.withTransaction { [message, ramp] in
-                    try ReleaseStore.publish($0, files, message: message, actor: actor(), rampPercent: ramp)
+                    try await ReleaseStore.publish($0, files, message: message, actor: actor(), rampPercent: ramp)
                 }
                 let id = files.id
                 if state.ramp != nil {
@@ -113,7 +113,7 @@ extension FlowsCommand {
             do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
             let logger = bootstrapLogging(configuration)
             let releases = await Database.withPool(configuration, logger: logger) { pool in
-                try await pool.withConnection { try ReleaseStore.list($0) }
+                try await pool.withConnection { try await ReleaseStore.list($0) }
             }
             if releases.isEmpty { print("no releases: replicas serve the flows directory") }
             let formatter = ISO8601DateFormatter()
@@ -153,11 +153,11 @@ extension FlowsCommand {
             let old = await Database.withPool(configuration, logger: logger) { [release] pool in
                 try await pool.withConnection { db -> ReleaseFiles in
                     let id: String
-                    if let release { id = try ReleaseStore.resolve(db, release) } else {
-                        guard let current = try ReleaseStore.state(db).current else { return ReleaseFiles(files: [:]) }
+                    if let release { id = try await ReleaseStore.resolve(db, release) } else {
+                        guard let current = try await ReleaseStore.state(db).current else { return ReleaseFiles(files: [:]) }
                         id = current
                     }
-                    return try ReleaseStore.files(db, release: id)
+                    return try await ReleaseStore.files(db, release: id)
                 }
             }
             let changes = files.diff(from: old)
@@ -184,7 +184,7 @@ extension FlowsCommand {
 
         func run() async throws {
             await changeRelease(common, wait: wait, describe: { "release \($0.current?.prefix(12) ?? "none") is current; no ramp" }) {
-                [release] in try ReleaseStore.rollback($0, to: release, actor: actor())
+                [release] in try await ReleaseStore.rollback($0, to: release, actor: actor())
             }
         }
     }
@@ -199,7 +199,7 @@ extension FlowsCommand {
 
         func run() async throws {
             await changeRelease(common, wait: wait, describe: { "release \($0.current?.prefix(12) ?? "none") is current for everyone" }) {
-                try ReleaseStore.promote($0, actor: actor())
+                try await ReleaseStore.promote($0, actor: actor())
             }
         }
     }

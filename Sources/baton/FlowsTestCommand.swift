@@ -68,7 +68,7 @@ extension FlowsCommand {
             let templatePool = PostgresPool(configuration: .administrative(conninfo: try Conninfo.replacing(admin, with: ["dbname": "scenario_template"])))
             let migrations = migrationsDir ?? ProcessInfo.processInfo.environment["BATON_MIGRATIONS_DIR"] ?? MigrationsLocation.find()
             try await Migrator(directory: URL(fileURLWithPath: migrations)).migrate(on: templatePool)
-            _ = try await templatePool.withConnection { try DemoData.seed($0) }
+            _ = try await templatePool.withConnection { try await DemoData.seed($0) }
             await templatePool.close()
 
             let registry = applicationRegistry()

@@ -23,7 +23,7 @@ struct SeedCommand: AsyncParsableCommand {
         let logger = bootstrapLogging(configuration)
         await Database.withPool(configuration, logger: logger) { pool in
             try await Migrator(directory: URL(fileURLWithPath: configuration.migrationsDirectory)).migrate(on: pool)
-            let summary = try await pool.withConnection { try DemoData.seed($0) }
+            let summary = try await pool.withConnection { try await DemoData.seed($0) }
             print("demo data: \(summary)")
         }
     }

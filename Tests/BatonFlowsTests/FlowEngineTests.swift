@@ -13,8 +13,8 @@ struct FlowEngineTests {
     }
 
     @Test("start renders the start state's input with interpolated parameters")
-    func startInput() throws {
-        let step = try Fixtures.engine("note-create").start(parameters: ["folder": "home"], host: host, call: Fixtures.user)
+    func startInput() async throws {
+        let step = try await Fixtures.engine("note-create").start(parameters: ["folder": "home"], host: host, call: Fixtures.user)
         #expect(step.session.state == "write")
         #expect(step.finished == nil)
         guard case .input(let input) = step.reply else { Issue.record("expected input, got \(step.reply)"); return }
@@ -27,18 +27,18 @@ struct FlowEngineTests {
     }
 
     @Test("parameters are checked: unknown, pattern, required")
-    func parameters() {
+    func parameters() async {
         let engine = Fixtures.engine("note-create")
-        #expect(throws: FlowEngineError.self) { try engine.start(parameters: ["folder": "Home!"], host: host, call: Fixtures.user) }
-        #expect(throws: FlowEngineError.self) { try engine.start(parameters: ["nope": "x"], host: host, call: Fixtures.user) }
-        #expect((try? engine.start(parameters: [:], host: host, call: Fixtures.user)) != nil)
+        await #expect(throws: FlowEngineError.self) { try await engine.start(parameters: ["folder": "Home!"], host: host, call: Fixtures.user) }
+        await #expect(throws: FlowEngineError.self) { try await engine.start(parameters: ["nope": "x"], host: host, call: Fixtures.user) }
+        #expect((try? await engine.start(parameters: [:], host: host, call: Fixtures.user)) != nil)
     }
 
     @Test("submit runs the effect with interpolated arguments and branches on its outcome to done")
-    func effectOutcome() throws {
+    func effectOutcome() async throws {
         let engine = Fixtures.engine("note-create")
-        let started = try engine.start(parameters: ["folder": "home"], host: host, call: Fixtures.user)
-        let step = try engine.handle(
+        let started = try await engine.start(parameters: ["folder": "home"], host: host, call: Fixtures.user)
+        let step = try await engine.handle(
             event: "submit", input: CommandInput(text: "  buy bread  "), session: started.session, host: host, call: Fixtures.user)
         #expect(step.reply == .done(message: "Saved “buy bread”", refresh: .all))
         #expect(step.finished == .completed)
@@ -47,10 +47,10 @@ struct FlowEngineTests {
     }
 
     @Test("an outcome mapped to an error stays in the state and re-asks with the message")
-    func outcomeError() throws {
+    func outcomeError() async throws {
         let engine = Fixtures.engine("note-create")
-        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
-        let step = try engine.handle(event: "submit", input: CommandInput(text: "milk"), session: started.session, host: host, call: Fixtures.user)
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let step = try await engine.handle(event: "submit", input: CommandInput(text: "milk"), session: started.session, host: host, call: Fixtures.user)
         #expect(step.session.state == "write")
         #expect(step.finished == nil)
         guard case .input(let input) = step.reply else { Issue.record("expected input"); return }
@@ -59,20 +59,20 @@ struct FlowEngineTests {
     }
 
     @Test("validation: empty, too long, control characters — re-ask without running the effect")
-    func validation() throws {
+    func validation() async throws {
         let engine = Fixtures.engine("note-create")
-        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
         for (text, message) in [
             ("   ", "Please enter a value."),
             (String(repeating: "x", count: 51), "Use at most 50 characters (this has 51)."),
             ("two\nlines", "Line breaks, tabs and other control characters aren't allowed here."),
             ("nul\u{0}byte", "Line breaks, tabs and other control characters aren't allowed here."),
         ] {
-            let step = try engine.handle(event: "submit", input: CommandInput(text: text), session: started.session, host: host, call: Fixtures.user)
+            let step = try await engine.handle(event: "submit", input: CommandInput(text: text), session: started.session, host: host, call: Fixtures.user)
             guard case .input(let input) = step.reply else { Issue.record("expected input for \(text.debugDescription)"); continue }
             #expect(input.error == message, "\(text.debugDescription)")
         }
-        let missing = try engine.handle(event: "submit", input: .none, session: started.session, host: host, call: Fixtures.user)
+        let missing = try await engine.handle(event: "submit", input: .none, session: started.session, host: host, call: Fixtures.user)
         guard case .input(let input) = missing.reply else { Issue.record("expected input"); return }
         #expect(input.error == "Please enter a value.")
         #expect(!host.recorded.contains { $0.hasPrefix("effect") })
@@ -142,10 +142,10 @@ struct FlowEngineTests {
     }
 
     @Test("an invisible character re-asks with the message, without running the effect")
-    func invisibleReasked() throws {
+    func invisibleReasked() async throws {
         let engine = Fixtures.engine("note-create")
-        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
-        let step = try engine.handle(
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let step = try await engine.handle(
             event: "submit", input: CommandInput(text: "evil\u{202E}txt.exe"), session: started.session, host: host, call: Fixtures.user)
         guard case .input(let input) = step.reply else { Issue.record("expected input"); return }
         #expect(input.error == InputCheck.invisibleCharacterMessage)
@@ -153,58 +153,58 @@ struct FlowEngineTests {
     }
 
     @Test("cancel leads to a refresh terminal that records the session as cancelled")
-    func cancel() throws {
+    func cancel() async throws {
         let engine = Fixtures.engine("note-create")
-        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
-        let step = try engine.handle(event: "cancel", input: .none, session: started.session, host: host, call: Fixtures.user)
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let step = try await engine.handle(event: "cancel", input: .none, session: started.session, host: host, call: Fixtures.user)
         #expect(step.reply == .refresh)
         #expect(step.finished == .cancelled)
     }
 
     @Test("an action start state runs its effect immediately and answers done with section refresh")
-    func actionState() throws {
-        let step = try Fixtures.engine("counter").start(parameters: ["name": "clicks"], host: host, call: Fixtures.user)
+    func actionState() async throws {
+        let step = try await Fixtures.engine("counter").start(parameters: ["name": "clicks"], host: host, call: Fixtures.user)
         #expect(step.reply == .done(message: "Count is 7", refresh: .sections(["counts"])))
         #expect(step.finished == .completed)
         #expect(step.effects == ["counter.increment"])
     }
 
     @Test("choice input: options from a loader plus static ones; only offered choices are accepted")
-    func choice() throws {
+    func choice() async throws {
         let engine = Fixtures.engine("pick")
-        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
         guard case .input(let input) = started.reply else { Issue.record("expected input"); return }
         #expect(input.kind == .choice)
         #expect(input.options.map(\.id) == ["red", "blue", "green", "other"])
         #expect(input.options.map(\.title) == ["Red", "Blue", "Green", "Something else…"])
-        let bogus = try engine.handle(event: "submit", input: CommandInput(choice: "purple"), session: started.session, host: host, call: Fixtures.user)
+        let bogus = try await engine.handle(event: "submit", input: CommandInput(choice: "purple"), session: started.session, host: host, call: Fixtures.user)
         guard case .input(let again) = bogus.reply else { Issue.record("expected input"); return }
         #expect(again.error == "That choice isn't available any more.")
     }
 
     @Test("guards: a refused guard follows its else; an allowed one continues")
-    func guards() throws {
+    func guards() async throws {
         let engine = Fixtures.engine("pick")
-        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
-        let refused = try engine.handle(event: "submit", input: CommandInput(choice: "green"), session: started.session, host: host, call: Fixtures.user)
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let refused = try await engine.handle(event: "submit", input: CommandInput(choice: "green"), session: started.session, host: host, call: Fixtures.user)
         guard case .input(let input) = refused.reply else { Issue.record("expected input"); return }
         #expect(input.error == "That colour is sold out.")
         #expect(refused.session.state == "choose")
-        let allowed = try engine.handle(event: "submit", input: CommandInput(choice: "red"), session: started.session, host: host, call: Fixtures.user)
+        let allowed = try await engine.handle(event: "submit", input: CommandInput(choice: "red"), session: started.session, host: host, call: Fixtures.user)
         #expect(allowed.session.state == "confirm")
     }
 
     @Test("match picks a case; a screen renders components, conditions and command actions by event")
-    func matchAndScreen() throws {
+    func matchAndScreen() async throws {
         let engine = Fixtures.engine("pick")
-        var session = try engine.start(parameters: [:], host: host, call: Fixtures.user).session
-        let describe = try engine.handle(event: "submit", input: CommandInput(choice: "other"), session: session, host: host, call: Fixtures.user)
+        var session = try await engine.start(parameters: [:], host: host, call: Fixtures.user).session
+        let describe = try await engine.handle(event: "submit", input: CommandInput(choice: "other"), session: session, host: host, call: Fixtures.user)
         #expect(describe.session.state == "describe")
         session = describe.session
-        let badPattern = try engine.handle(event: "submit", input: CommandInput(text: "Teal!"), session: session, host: host, call: Fixtures.user)
+        let badPattern = try await engine.handle(event: "submit", input: CommandInput(text: "Teal!"), session: session, host: host, call: Fixtures.user)
         guard case .input(let input) = badPattern.reply else { Issue.record("expected input"); return }
         #expect(input.error == "Use lowercase letters, please (you wrote “Teal!”).")
-        let confirm = try engine.handle(event: "submit", input: CommandInput(text: "sea green"), session: session, host: host, call: Fixtures.user)
+        let confirm = try await engine.handle(event: "submit", input: CommandInput(text: "sea green"), session: session, host: host, call: Fixtures.user)
         guard case .screen(let presentation, let screen) = confirm.reply else { Issue.record("expected screen"); return }
         #expect(presentation == .modal)
         #expect(screen["type"] == "componentScreen")
@@ -216,41 +216,41 @@ struct FlowEngineTests {
     }
 
     @Test("when: hides a component whose reference is empty")
-    func whenHides() throws {
+    func whenHides() async throws {
         let engine = Fixtures.engine("pick")
-        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
-        let confirm = try engine.handle(event: "submit", input: CommandInput(choice: "red"), session: started.session, host: host, call: Fixtures.user)
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let confirm = try await engine.handle(event: "submit", input: CommandInput(choice: "red"), session: started.session, host: host, call: Fixtures.user)
         guard case .screen(_, let screen) = confirm.reply else { Issue.record("expected screen"); return }
         let ids = screen["sections"]?.arrayValue?.first?["components"]?.arrayValue?.map { $0["id"] }
         #expect(ids == ["chosen", "ok", "back"])
     }
 
     @Test("an error state with retry is not terminal; its retry event goes back")
-    func errorRetry() throws {
+    func errorRetry() async throws {
         let engine = Fixtures.engine("pick")
-        var session = try engine.start(parameters: [:], host: host, call: Fixtures.user).session
-        session = try engine.handle(event: "submit", input: CommandInput(choice: "blue"), session: session, host: host, call: Fixtures.user).session
-        let failed = try engine.handle(event: "confirm", input: .none, session: session, host: host, call: Fixtures.user)
+        var session = try await engine.start(parameters: [:], host: host, call: Fixtures.user).session
+        session = try await engine.handle(event: "submit", input: CommandInput(choice: "blue"), session: session, host: host, call: Fixtures.user).session
+        let failed = try await engine.handle(event: "confirm", input: .none, session: session, host: host, call: Fixtures.user)
         #expect(failed.reply == .error(message: "Ordering blue failed.", retry: .event("retry")))
         #expect(failed.finished == nil)
-        let back = try engine.handle(event: "retry", input: .none, session: failed.session, host: host, call: Fixtures.user)
+        let back = try await engine.handle(event: "retry", input: .none, session: failed.session, host: host, call: Fixtures.user)
         #expect(back.session.state == "confirm")
     }
 
     @Test("an event the state does not send is refused")
-    func unknownEvent() throws {
+    func unknownEvent() async throws {
         let engine = Fixtures.engine("note-create")
-        let started = try engine.start(parameters: [:], host: host, call: Fixtures.user)
-        let error = #expect(throws: FlowEngineError.self) {
-            try engine.handle(event: "confirm", input: .none, session: started.session, host: host, call: Fixtures.user)
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let error = await #expect(throws: FlowEngineError.self) {
+            try await engine.handle(event: "confirm", input: .none, session: started.session, host: host, call: Fixtures.user)
         }
         #expect(error?.kind == .invalidEvent)
     }
 
     @Test("subject is interpolated")
-    func subject() throws {
+    func subject() async throws {
         let call = FlowCall(subject: FlowSubject(kind: .device, id: "d-1"), flow: "device-only", sessionID: nil)
-        let step = try Fixtures.engine("device-only").start(parameters: [:], host: host, call: call)
+        let step = try await Fixtures.engine("device-only").start(parameters: [:], host: host, call: call)
         #expect(step.reply == .done(message: "Hello, device d-1", refresh: .none))
     }
 }

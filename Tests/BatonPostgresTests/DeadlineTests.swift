@@ -15,9 +15,11 @@ struct DeadlineTests {
                 conninfo: try await TestDatabase.make(), maxConnections: 1,
                 limits: .init(statement: .milliseconds(1500), lock: .seconds(2), idleInTransaction: .seconds(7))))
         let values = try await pool.withConnection { connection in
-            try ["statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"].map {
-                try connection.query("SELECT current_setting($1)", [$0])[0].decode(String.self, at: 0)
+            var values: [String] = []
+            for name in ["statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout"] {
+                values.append(try await connection.query("SELECT current_setting($1)", [name])[0].decode(String.self, at: 0))
             }
+            return values
         }
         #expect(values == ["1500ms", "2s", "7s"])
         await pool.close()
@@ -69,14 +71,14 @@ struct DeadlineTests {
         let holder = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
         let holding = Task {
             try await holder.withConnection { connection in
-                try connection.execute("BEGIN; SELECT * FROM rows WHERE id = 1 FOR UPDATE")
-                Thread.sleep(forTimeInterval: 1.5)
-                try connection.execute("ROLLBACK")
+                try await connection.execute("BEGIN; SELECT * FROM rows WHERE id = 1 FOR UPDATE")
+                try await Task.sleep(for: .milliseconds(1500))
+                try await connection.execute("ROLLBACK")
             }
         }
         try await Task.sleep(for: .milliseconds(300))
         let error = await #expect(throws: PostgresError.self) {
-            try await pool.withTransaction { try $0.query("SELECT * FROM rows WHERE id = 1 FOR UPDATE") }
+            try await pool.withTransaction { try await $0.query("SELECT * FROM rows WHERE id = 1 FOR UPDATE") }
         }
         #expect(error?.sqlState == "55P03")
         #expect(error?.isUnavailable == true)
@@ -124,9 +126,9 @@ struct DeadlineTests {
         let started = ContinuousClock.now
         let inFlight = Task {
             try await pool.withTransaction { connection in
-                try connection.query("SELECT step FROM sessions WHERE id = 1 FOR UPDATE")
-                Thread.sleep(forTimeInterval: 0.5)
-                try connection.query("UPDATE sessions SET step = step + 1 WHERE id = 1")
+                try await connection.query("SELECT step FROM sessions WHERE id = 1 FOR UPDATE")
+                try await Task.sleep(for: .milliseconds(500))
+                try await connection.query("UPDATE sessions SET step = step + 1 WHERE id = 1")
             }
         }
         try await Task.sleep(for: .milliseconds(200))
@@ -156,7 +158,7 @@ struct DeadlineTests {
         #expect(answered, "no answer within 5 s after the network came back")
         // And nothing holds the row: it can be locked at once (NOWAIT), and the update never happened.
         let step = try await pool.withTransaction { connection in
-            try connection.query("SELECT step FROM sessions WHERE id = 1 FOR UPDATE NOWAIT")[0].decode(Int.self, at: 0)
+            try await connection.query("SELECT step FROM sessions WHERE id = 1 FOR UPDATE NOWAIT")[0].decode(Int.self, at: 0)
         }
         #expect(step == 0)
         await pool.close()

@@ -11,7 +11,7 @@ struct PoolTests {
         let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2, acquireTimeout: .milliseconds(300)))
         defer { Task { await pool.close() } }
         // Two long holders occupy both connections.
-        let holders = (0..<2).map { _ in Task { try await pool.withConnection { try $0.query("SELECT pg_sleep(1.5)") } } }
+        let holders = (0..<2).map { _ in Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(1.5)") } } }
         // Until both holders run (a loaded machine may start their tasks late).
         for _ in 0..<100 where pool.statistics.inUse < 2 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(pool.statistics.inUse == 2)
@@ -28,7 +28,7 @@ struct PoolTests {
         // A waiter with a longer budget is served as soon as a holder finishes.
         let patient = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: .seconds(10)))
         defer { Task { await patient.close() } }
-        let holder = Task { try await patient.withConnection { try $0.query("SELECT pg_sleep(0.3)") } }
+        let holder = Task { try await patient.withConnection { try await $0.query("SELECT pg_sleep(0.3)") } }
         try await Task.sleep(for: .milliseconds(50))
         #expect(try await patient.query("SELECT 2")[0].decode(Int.self, at: 0) == 2)
         _ = try await holder.value
@@ -53,7 +53,7 @@ struct PoolTests {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(30)))
         defer { Task { await pool.close() } }
         // Long enough that the waiter is still queued when checked, on a loaded machine too.
-        let holder = Task { try await pool.withConnection { try $0.query("SELECT pg_sleep(3)") } }
+        let holder = Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(3)") } }
         for _ in 0..<200 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
         let waiter = Task { try await pool.query("SELECT 1") }
         for _ in 0..<200 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
@@ -96,10 +96,10 @@ struct PoolTests {
         defer { Task { await admin.close() } }
         let firstAttempt = Mutex(true)
         try await pool.withTransaction { connection in
-            try connection.query("INSERT INTO marks VALUES (1)")
+            try await connection.query("INSERT INTO marks VALUES (1)")
             if firstAttempt.withLock({ first in defer { first = false }; return first }) {
                 // Kill our own backend from the inside: the next statement finds it gone.
-                _ = try? connection.query("SELECT pg_terminate_backend(pg_backend_pid())")
+                _ = try? await connection.query("SELECT pg_terminate_backend(pg_backend_pid())")
             }
         }
         #expect(try await pool.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0) == 1)

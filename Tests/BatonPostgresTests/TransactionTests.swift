@@ -27,7 +27,7 @@ struct TransactionTests {
     func rollbackOnThrow() async throws {
         await #expect(throws: Boom.self) {
             try await pool.withTransaction { connection in
-                try connection.query("INSERT INTO items (name) VALUES ($1)", ["rolled-back"])
+                try await connection.query("INSERT INTO items (name) VALUES ($1)", ["rolled-back"])
                 connection.enqueue("INSERT INTO items (name) VALUES ($1)", ["queued-then-rolled-back"])
                 throw Boom()
             }
@@ -41,8 +41,8 @@ struct TransactionTests {
         try await pool.query("INSERT INTO items (name) VALUES ('dup')")
         await #expect(throws: PostgresError.self) {
             try await pool.withTransaction { connection in
-                try connection.query("INSERT INTO items (name) VALUES ('first-of-pair')")
-                try connection.query("INSERT INTO items (name) VALUES ('dup')")
+                try await connection.query("INSERT INTO items (name) VALUES ('first-of-pair')")
+                try await connection.query("INSERT INTO items (name) VALUES ('dup')")
             }
         }
         #expect(try await pool.query("SELECT count(*) FROM items WHERE name = 'first-of-pair'")[0].decode(Int.self, at: 0) == 0)
@@ -57,8 +57,8 @@ struct TransactionTests {
     func swallowedError() async throws {
         let error = await #expect(throws: PostgresError.self) {
             try await pool.withTransaction { connection in
-                try connection.query("INSERT INTO items (name) VALUES ('swallowed')")
-                _ = try? connection.query("SELECT 1/0")
+                try await connection.query("INSERT INTO items (name) VALUES ('swallowed')")
+                _ = try? await connection.query("SELECT 1/0")
             }
         }
         #expect(error?.message.contains("rolled back") == true)
@@ -80,7 +80,7 @@ struct TransactionTests {
         try await pool.query("INSERT INTO items (name) VALUES ('taken')")
         let error = await #expect(throws: PostgresError.self) {
             try await pool.withTransaction { connection in
-                try connection.query("INSERT INTO items (name) VALUES ('before-queued-error')")
+                try await connection.query("INSERT INTO items (name) VALUES ('before-queued-error')")
                 connection.enqueue("INSERT INTO items (name) VALUES ($1)", ["taken"])
             }
         }
@@ -99,8 +99,8 @@ struct TransactionTests {
                 group.addTask {
                     try await pool.withTransaction(isolation: .serializable, maxAttempts: 50) { connection in
                         attempts.increment()
-                        let value = try connection.query("SELECT value FROM counters WHERE id = 1")[0].decode(Int.self, at: 0)
-                        try connection.query("UPDATE counters SET value = $1 WHERE id = 1", [value + 1])
+                        let value = try await connection.query("SELECT value FROM counters WHERE id = 1")[0].decode(Int.self, at: 0)
+                        try await connection.query("UPDATE counters SET value = $1 WHERE id = 1", [value + 1])
                     }
                 }
             }
@@ -113,7 +113,7 @@ struct TransactionTests {
     @Test("a pipeline runs several statements in one round trip and reports the first error")
     func pipeline() async throws {
         let results = try await pool.withConnection { connection in
-            try connection.pipeline([
+            try await connection.pipeline([
                 ("SELECT $1::int + 1", [.text("41")]),
                 ("SELECT $1::text || '!'", [.text("hi")]),
                 ("SELECT NULL::text", []),
@@ -124,7 +124,7 @@ struct TransactionTests {
         #expect(try results[2][0].decode(String?.self, at: 0) == nil)
         let error = await #expect(throws: PostgresError.self) {
             try await pool.withConnection { connection in
-                try connection.pipeline([("SELECT 1", []), ("SELECT 1/0", []), ("SELECT 3", [])])
+                try await connection.pipeline([("SELECT 1", []), ("SELECT 1/0", []), ("SELECT 3", [])])
             }
         }
         #expect(error?.sqlState == "22012")
@@ -134,9 +134,9 @@ struct TransactionTests {
     @Test("prepared statements survive DEALLOCATE ALL behind the wrapper's back")
     func deallocateAll() async throws {
         try await pool.withConnection { connection in
-            #expect(try connection.query("SELECT $1::int", [7])[0].decode(Int.self, at: 0) == 7)
-            try connection.execute("DEALLOCATE ALL")
-            #expect(try connection.query("SELECT $1::int", [8])[0].decode(Int.self, at: 0) == 8)
+            #expect(try await connection.query("SELECT $1::int", [7])[0].decode(Int.self, at: 0) == 7)
+            try await connection.execute("DEALLOCATE ALL")
+            #expect(try await connection.query("SELECT $1::int", [8])[0].decode(Int.self, at: 0) == 8)
         }
     }
 }

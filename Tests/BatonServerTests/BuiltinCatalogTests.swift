@@ -25,7 +25,7 @@ struct BuiltinCatalogTests {
         #expect(scenarios.count >= 10)
         for scenario in scenarios {
             let environment = try await TestApplication.environment(flows: BuiltinFlowsTests.flows, registry: registry)
-            _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+            _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
             let runtime = try #require(environment.runtime)
             _ = await ScenarioRunner(runtime: runtime, pool: environment.pool).run(scenario)
             await environment.pool.close()
@@ -44,14 +44,14 @@ struct BuiltinCatalogTests {
         var registry = FlowRegistry()
         for (name, (signature, run)) in original.effects {
             registry.effect(name, arguments: signature.arguments, outcomes: signature.outcomes, fields: signature.fields) { call in
-                let result = try run(call)
+                let result = try await run(call)
                 undeclared(result.data, signature.fields, at: "effect \(name) → \(result.outcome)").forEach(report)
                 return result
             }
         }
         for (name, (signature, run)) in original.loaders {
             registry.loader(name, arguments: signature.arguments, returnsList: signature.returnsList, fields: signature.fields) { call in
-                let value = try run(call)
+                let value = try await run(call)
                 let elements = signature.returnsList ? value.arrayValue ?? [] : [value]
                 for element in elements { undeclared(element, signature.fields, at: "loader \(name)").forEach(report) }
                 return value

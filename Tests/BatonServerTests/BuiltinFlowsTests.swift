@@ -25,7 +25,7 @@ struct BuiltinFlowsTests {
 
     func environment(services: (any ServiceCaller)? = nil) async throws -> BatonEnvironment {
         let environment = try await TestApplication.environment(flows: Self.flows, registry: Self.registry(), services: services)
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         return environment
     }
 

@@ -43,7 +43,7 @@ struct ChaosTests {
         }
         let admin = PostgresPool(configuration: .administrative(conninfo: conninfo))
         try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(on: admin)
-        _ = try await admin.withConnection { try DemoData.seed($0) }
+        _ = try await admin.withConnection { try await DemoData.seed($0) }
 
         let proxies = [try FaultProxy(upstreamHost: "127.0.0.1", upstreamPort: port), try FaultProxy(upstreamHost: "127.0.0.1", upstreamPort: port)]
         var replicas: [BatonEnvironment] = []
@@ -144,7 +144,7 @@ struct ChaosTests {
 
         // What the database holds, against what the phones were told.
         let rows = try await admin.withConnection { connection in
-            try connection.query("SELECT owner, name, count(*) FROM playlists WHERE owner LIKE 'user:phone-%' GROUP BY owner, name")
+            try await connection.query("SELECT owner, name, count(*) FROM playlists WHERE owner LIKE 'user:phone-%' GROUP BY owner, name")
                 .map { ("\(try $0.decode(String.self, at: 0))/\(try $0.decode(String.self, at: 1))", try $0.decode(Int.self, at: 2)) }
         }
         let stored = Dictionary(uniqueKeysWithValues: rows)

@@ -21,7 +21,7 @@ struct ContractHealthTests {
     /// Counts every row write to `contract_health_daily`, per bucket, with a trigger.
     static func countWrites(_ pool: PostgresPool) async throws {
         try await pool.withConnection { db in
-            try db.execute(
+            try await db.execute(
                 """
                 CREATE TABLE rollup_writes (platform text, contract integer, app_version text);
                 CREATE FUNCTION count_rollup_write() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -129,7 +129,7 @@ struct ContractHealthTests {
     func matchesCounters() async throws {
         let flows = TestDatabase.repositoryRoot.appendingPathComponent("Flows")
         let environment = try await TestApplication.environment(flows: flows, registry: BuiltinFlowsTests.registry())
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         let app = buildApplication(environment)
         try await app.test(.router) { client in
             for (platform, contract, version) in [("ios", 1, "2.0.1"), ("ios", 3, "3.4.0"), ("android", 2, "3.1.9")] {

@@ -14,7 +14,7 @@ struct DeepLinkTests {
 
     func environment(flows: URL = TestDatabase.repositoryRoot.appendingPathComponent("Flows")) async throws -> BatonEnvironment {
         let environment = try await TestApplication.environment(flows: flows, registry: BuiltinFlowsTests.registry())
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         return environment
     }
 

@@ -24,7 +24,7 @@ struct ExactlyOnceTests {
     func environment(clock: @escaping @Sendable () -> Date = { Date() }) async throws -> BatonEnvironment {
         let environment = try await TestApplication.environment(
             flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry(), clock: clock)
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         return environment
     }
 
@@ -255,7 +255,7 @@ struct ErrorMappingTests {
     @Test("a deep link whose screen loader refuses its parameter answers 4xx with the envelope, never 500")
     func deepLinkLoaderError() async throws {
         let environment = try await TestApplication.environment(flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry())
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         var headers = try await userHeaders("frank")
         headers[.contentType] = "application/json"
         headers[HTTPField.Name("X-Client-Platform")!] = "ios"
@@ -281,22 +281,22 @@ struct FlowDatabaseTests {
         registry.effect("probe.control", outcomes: ["refused"]) { call in
             for sql in attempts {
                 do {
-                    try call.database.query(sql)
+                    try await call.database.query(sql)
                     throw FlowCallError.invalid("'\(sql)' was allowed")
                 } catch let error as FlowCallError where error.message.contains("may not use") {
                     continue
                 }
             }
-            try call.database.query("SET LOCAL statement_timeout = '2s'")
-            let inside = try call.database.savepoint { database in
-                try database.query("SELECT 1")[0].decode(Int.self, at: 0)
+            try await call.database.query("SET LOCAL statement_timeout = '2s'")
+            let inside = try await call.database.savepoint { database in
+                try await database.query("SELECT 1")[0].decode(Int.self, at: 0)
             }
             return EffectResult("refused", ["inside": .int(inside)])
         }
         let pool = try await TestDatabase.makePool(migrated: true)
         let effects = registry
         let result = try await pool.withTransaction { connection in
-            try DatabaseFlowHost(registry: effects, connection: connection, logger: Logger(label: "test")).runEffect(
+            try await DatabaseFlowHost(registry: effects, connection: connection, logger: Logger(label: "test")).runEffect(
                 "probe.control", arguments: [:], call: FlowCall(subject: FlowSubject(kind: .user, id: "t"), flow: "", sessionID: nil))
         }
         #expect(result.outcome == "refused")

@@ -322,7 +322,7 @@ struct ObservabilityTests {
         let prometheusExecutable = try Self.tool("prometheus")
         let database = try await TestDatabase.make(migrated: true)
         let pool = PostgresPool(configuration: .init(conninfo: database, maxConnections: 1))
-        _ = try await pool.withConnection { try DemoData.seed($0) }
+        _ = try await pool.withConnection { try await DemoData.seed($0) }
         await pool.close()
 
         let baton = try BatonProcess(

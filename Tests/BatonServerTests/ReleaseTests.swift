@@ -32,7 +32,7 @@ struct ReleaseTests {
             })
         }
         let a = try await replica("a", registry: registryA)
-        _ = try await a.pool.withConnection { try DemoData.seed($0) }
+        _ = try await a.pool.withConnection { try await DemoData.seed($0) }
         return (a, try await replica("b", registry: registryB))
     }
 
@@ -46,7 +46,7 @@ struct ReleaseTests {
     }
 
     func publish(_ pool: PostgresPool, _ files: ReleaseFiles, ramp: Int? = nil) async throws -> ReleaseStore.State {
-        try await pool.withTransaction { try ReleaseStore.publish($0, files, message: "test", actor: "tests", rampPercent: ramp) }
+        try await pool.withTransaction { try await ReleaseStore.publish($0, files, message: "test", actor: "tests", rampPercent: ramp) }
     }
 
     func welcome(_ client: some TestClientProtocol) async throws -> String? {
@@ -101,7 +101,7 @@ struct ReleaseTests {
                             return first && second
                         })
                 }
-                let state = try await a.pool.withTransaction { try ReleaseStore.rollback($0, to: nil, actor: "tests") }
+                let state = try await a.pool.withTransaction { try await ReleaseStore.rollback($0, to: nil, actor: "tests") }
                 #expect(state.current == ids[18])
                 times.append(
                     try await within(.seconds(5)) {
@@ -201,7 +201,7 @@ struct ReleaseTests {
             ).map { try $0.decode(String.self, at: 0) }
             #expect(Set(after) == Set(before))
             // Promote: everyone; rollback after a ramp: nobody new.
-            _ = try await a.pool.withTransaction { try ReleaseStore.promote($0, actor: "tests") }
+            _ = try await a.pool.withTransaction { try await ReleaseStore.promote($0, actor: "tests") }
             _ = try await within(.seconds(5)) {
                 try await client.execute(uri: "/readyz", method: .get, headers: [:]).json["checks"]?["flows"]?["release"] == .string(ramped.id)
             }
@@ -267,7 +267,7 @@ struct ReleaseTests {
                 let ready = try await clientB.execute(uri: "/readyz", method: .get, headers: [:])
                 #expect(ready.status == .ok, "it still serves")
                 #expect(ready.json["checks"]?["flows"]?["failed"]?["reason"]?.stringValue?.contains("extra.ping") == true)
-                let reports = try await a.pool.withConnection { try ReleaseStore.reports($0, version: state.version) }
+                let reports = try await a.pool.withConnection { try await ReleaseStore.reports($0, version: state.version) }
                 #expect(reports.map(\.replica) == ["a", "b"])
                 #expect(reports.map(\.ok) == [true, false])
                 let metrics = try await clientB.execute(uri: "/metrics", method: .get, headers: [:]).text
@@ -326,7 +326,7 @@ extension ReleaseTests {
         let (rolledBack, rollback) = try await baton(["flows", "rollback", "--wait", "0"], conninfo: conninfo)
         #expect(rolledBack == 0, "\(rollback)")
         #expect(rollback.contains("release \(first.prefix(12)) is current"))
-        let current = try await pool.withConnection { try ReleaseStore.state($0).current }
+        let current = try await pool.withConnection { try await ReleaseStore.state($0).current }
         #expect(current == first)
         await pool.close()
     }

@@ -15,7 +15,7 @@ struct ScanAndGoPrivacyTests {
     @Test("the confirm screen shows the recipient's initials and a partial postcode, never the full ones")
     func masked() async throws {
         let environment = try await TestApplication.environment(flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry())
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         let headers = deviceHeaders("7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d")
         try await buildApplication(environment).test(.router) { client in
             let parcels = try await client.execute(uri: "/v3/screens/send-parcel", method: .get, headers: headers).json
@@ -34,7 +34,7 @@ struct ScanAndGoPrivacyTests {
     @Test("more than 20 label lookups a minute from one device answer 429 with Retry-After and RateLimit headers, counted")
     func limited() async throws {
         let environment = try await TestApplication.environment(flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry())
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         let headers = deviceHeaders("8b9c0d1e-2f3a-4b4c-8d5e-6f7a8b9c0d1e")
         try await buildApplication(environment).test(.router) { client in
             let parcels = try await client.execute(uri: "/v3/screens/send-parcel", method: .get, headers: headers).json

@@ -162,7 +162,7 @@ struct ServiceCallTests {
             configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
             configuration.serviceCallWait = callWait
         })
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         return environment
     }
 
@@ -512,7 +512,7 @@ extension ServiceCallTests {
     func demoTracking() async throws {
         let environment = try await TestApplication.environment(
             flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry(), configure: { $0.demoTracking = true })
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         try await buildApplication(environment).test(.router) { client in
             let parcel = try await client.execute(uri: "/demo/tracking/v1/parcels/3SDEMO0000004", method: .get)
             #expect(parcel.status == .ok)

@@ -96,7 +96,7 @@ struct StudioTests {
                 configuration.studio = mode
                 configuration.studioDirectory = root.appendingPathComponent("Studio").path
             })
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         return environment
     }
 
@@ -265,7 +265,7 @@ struct StudioTests {
         let tools = try #require(browserTools)
         let database = try await TestDatabase.make(migrated: true)
         let pool = PostgresPool(configuration: .init(conninfo: database, maxConnections: 1))
-        _ = try await pool.withConnection { try DemoData.seed($0) }
+        _ = try await pool.withConnection { try await DemoData.seed($0) }
         await pool.close()
         // A copy of Flows/ with one more screen holding every component a named screen can.
         let flows = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("studio-flows-\(UUID().uuidString.prefix(8))")

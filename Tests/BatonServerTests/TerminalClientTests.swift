@@ -59,7 +59,7 @@ struct TerminalClientTests {
     ) async throws {
         let environment = try await TestApplication.environment(
             flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry())
-        _ = try await environment.pool.withConnection { try DemoData.seed($0) }
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         let terminal = Terminal(typing: typing)
         try await buildApplication(environment).test(.router) { client in
             let walker = TerminalClient(

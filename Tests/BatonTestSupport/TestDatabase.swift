@@ -28,7 +28,7 @@ public enum TestDatabase {
         let admin = PostgresPool(configuration: .administrative(conninfo: server.adminConninfo))
         defer { Task { await admin.close() } }
         try await admin.withConnection { connection in
-            try connection.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
+            try await connection.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
         }
         return try Conninfo.replacing(server.adminConninfo, with: ["dbname": String(name)])
     }
@@ -115,7 +115,7 @@ actor TestServer {
     private static func createTemplate(_ server: StartedServer) async throws -> String {
         let name = "baton_template_\(getpid())"
         let admin = PostgresPool(configuration: .administrative(conninfo: server.adminConninfo))
-        try await admin.withConnection { try $0.execute("CREATE DATABASE \(name)") }
+        try await admin.withConnection { try await $0.execute("CREATE DATABASE \(name)") }
         await admin.close()
         let pool = PostgresPool(configuration: .administrative(conninfo: try Conninfo.replacing(server.adminConninfo, with: ["dbname": name])))
         try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(on: pool)

@@ -19,7 +19,7 @@ public enum TestFlows {
         """
 
     public static func prepare(_ pool: PostgresPool) async throws {
-        try await pool.withConnection { try $0.execute(schema) }
+        try await pool.withConnection { try await $0.execute(schema) }
     }
 
     public static func registry() -> FlowRegistry {
@@ -29,9 +29,9 @@ public enum TestFlows {
             outcomes: ["created", "duplicate"]
         ) { call in
             let text = try call.string("text")
-            try call.database.query(
+            try await call.database.query(
                 "INSERT INTO test_effect_runs (effect, subject) VALUES ('notes.create', $1)", [call.subject.description])
-            let inserted = try call.database.query(
+            let inserted = try await call.database.query(
                 "INSERT INTO test_notes (subject, text, folder) VALUES ($1, $2, $3) ON CONFLICT (subject, text) DO NOTHING RETURNING id",
                 [call.subject.description, text, call.optionalString("folder")])
             guard let row = inserted.first else { return EffectResult("duplicate") }
@@ -39,9 +39,9 @@ public enum TestFlows {
         }
         registry.effect("counter.increment", arguments: [ArgumentSpec("name", required: false)], outcomes: ["incremented"]) { call in
             let name = call.optionalString("name") ?? "default"
-            try call.database.query(
+            try await call.database.query(
                 "INSERT INTO test_effect_runs (effect, subject) VALUES ('counter.increment', $1)", [call.subject.description])
-            let value = try call.database.query(
+            let value = try await call.database.query(
                 """
                 INSERT INTO test_counters (name, value) VALUES ($1, 1)
                 ON CONFLICT (name) DO UPDATE SET value = test_counters.value + 1 RETURNING value
@@ -49,8 +49,8 @@ public enum TestFlows {
             return EffectResult("incremented", ["value": .int(value)])
         }
         registry.loader("notes.mine", returnsList: true) { call in
-            .array(
-                try call.database.query("SELECT id, text FROM test_notes WHERE subject = $1 ORDER BY id", [call.subject.description])
+            await .array(
+                try await call.database.query("SELECT id, text FROM test_notes WHERE subject = $1 ORDER BY id", [call.subject.description])
                     .map { ["id": .int(try $0.decode(Int.self, at: 0)), "text": .string(try $0.decode(String.self, at: 1))] })
         }
         registry.loader("colours.list", returnsList: true) { _ in
@@ -61,7 +61,7 @@ public enum TestFlows {
         }
         registry.effect("colours.order", arguments: [ArgumentSpec("colour")], outcomes: ["ordered", "failed"]) { call in
             let colour = try call.string("colour")
-            try call.database.query(
+            try await call.database.query(
                 "INSERT INTO test_effect_runs (effect, subject) VALUES ('colours.order', $1)", [call.subject.description])
             return colour == "blue" ? EffectResult("failed") : EffectResult("ordered", ["colour": .string(colour)])
         }

@@ -39,11 +39,11 @@ public struct DeviceTokenMiddleware: RouterMiddleware {
             return try await next(request, context)
         }
         let claimable = try await pool.withTransaction { connection in
-            if try !connection.query("INSERT INTO devices (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING 1", [uuid]).isEmpty {
+            if try await !connection.query("INSERT INTO devices (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING 1", [uuid]).isEmpty {
                 return true
             }
             // A fresh statement sees a concurrent first request's row once it committed.
-            return try !connection.query(
+            return try await !connection.query(
                 "SELECT 1 FROM devices WHERE id = $1 AND created_at > now() - interval '30 seconds'", [uuid]
             ).isEmpty
         }

@@ -39,11 +39,11 @@ public struct ContractHealthReport: Sendable, Equatable {
     /// against each contract version found.
     public static func load(days: Int, pool: PostgresPool, bundle: FlowBundle, contract: ContractRegistry) async throws -> ContractHealthReport {
         let (first, last, rows) = try await pool.withConnection { db in
-            let exists = try db.query("SELECT to_regclass('contract_health_daily') IS NOT NULL")[0].decode(Bool.self, at: 0)
+            let exists = try await db.query("SELECT to_regclass('contract_health_daily') IS NOT NULL")[0].decode(Bool.self, at: 0)
             guard exists else { throw ReportError(description: "the database has no contract_health_daily table yet: run `baton migrate`") }
-            let bounds = try db.query(
+            let bounds = try await db.query(
                 "SELECT to_char(current_date - ($1::int - 1), 'YYYY-MM-DD'), to_char(current_date, 'YYYY-MM-DD')", [days])[0]
-            let rows = try db.query(
+            let rows = try await db.query(
                 """
                 SELECT platform, app_version, contract, sum(requests)::bigint, sum(components_rendered)::bigint,
                        sum(fallback_hits)::bigint, sum(omissions)::bigint, sum(unsupported)::bigint

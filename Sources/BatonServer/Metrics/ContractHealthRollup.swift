@@ -95,7 +95,7 @@ public final class ContractHealthRollup: Sendable {
         }
         guard !batch.isEmpty else { return 0 }
         do {
-            try await pool.withConnection { db in try Self.write(batch, db) }
+            try await pool.withConnection { db in try await Self.write(batch, db) }
             written.add(1, ordering: .relaxed)
             return batch.count
         } catch {
@@ -108,7 +108,7 @@ public final class ContractHealthRollup: Sendable {
 
     /// One upsert for the whole batch, rows in key order so that replicas flushing at the
     /// same moment lock rows in the same order and cannot deadlock.
-    static func write(_ batch: [Bucket: Counts], _ db: PostgresConnection) throws {
+    static func write(_ batch: [Bucket: Counts], _ db: PostgresConnection) async throws {
         let rows: [JSONValue] = batch.sorted { $0.key < $1.key }.map { bucket, counts in
             [
                 "day": .int(bucket.day), "platform": .string(bucket.platform), "contract": .int(bucket.contract),
@@ -117,7 +117,7 @@ public final class ContractHealthRollup: Sendable {
                 "omissions": .int(counts.omissions), "unsupported": .int(counts.unsupported),
             ]
         }
-        try db.query(
+        try await db.query(
             """
             INSERT INTO contract_health_daily AS t
                 (day, platform, contract, app_version, requests, components_rendered, fallback_hits, omissions, unsupported)

@@ -35,15 +35,15 @@ public enum ReleaseStore {
         public var detail: String
     }
 
-    public static func state(_ db: PostgresConnection) throws -> State {
-        let row = try db.query("SELECT current_release, ramp_release, ramp_percent, version FROM flow_release_state")[0]
+    public static func state(_ db: PostgresConnection) async throws -> State {
+        let row = try await db.query("SELECT current_release, ramp_release, ramp_percent, version FROM flow_release_state")[0]
         return State(
             current: try row.decode(String?.self, at: 0), ramp: try row.decode(String?.self, at: 1),
             rampPercent: try row.decode(Int.self, at: 2), version: try row.decode(Int.self, at: 3))
     }
 
-    public static func files(_ db: PostgresConnection, release: String) throws -> ReleaseFiles {
-        guard let row = try db.query("SELECT files::text FROM flow_releases WHERE id = $1", [release]).first else {
+    public static func files(_ db: PostgresConnection, release: String) async throws -> ReleaseFiles {
+        guard let row = try await db.query("SELECT files::text FROM flow_releases WHERE id = $1", [release]).first else {
             throw ReleaseError("there is no release \(release.prefix(12))")
         }
         let json = try JSONValue.parse(Array(try row.decode(String.self, at: 0).utf8))
@@ -53,11 +53,11 @@ public enum ReleaseStore {
     }
 
     /// The full id of the release `prefix` names (at least 4 hex digits, unique).
-    public static func resolve(_ db: PostgresConnection, _ prefix: String) throws -> String {
+    public static func resolve(_ db: PostgresConnection, _ prefix: String) async throws -> String {
         guard prefix.count >= 4, prefix.allSatisfy(\.isHexDigit) else {
             throw ReleaseError("'\(prefix.prefix(64))' is not a release id (at least 4 hex digits)")
         }
-        let rows = try db.query("SELECT id FROM flow_releases WHERE id LIKE $1 || '%' LIMIT 2", [prefix.lowercased()])
+        let rows = try await db.query("SELECT id FROM flow_releases WHERE id LIKE $1 || '%' LIMIT 2", [prefix.lowercased()])
         guard rows.count == 1 else {
             throw ReleaseError(rows.isEmpty ? "there is no release \(prefix)" : "release id \(prefix) is ambiguous; give more digits")
         }
@@ -68,49 +68,49 @@ public enum ReleaseStore {
     /// current, or ramps it to `rampPercent` of new sessions. Returns the new state.
     public static func publish(
         _ db: PostgresConnection, _ files: ReleaseFiles, message: String, actor: String, rampPercent: Int? = nil
-    ) throws -> State {
+    ) async throws -> State {
         let id = files.id
         var object = JSONObject()
         for path in files.files.keys.sorted() { object[path] = .string(files.files[path]!) }
-        try db.query(
+        try await db.query(
             "INSERT INTO flow_releases (id, files, message, published_by) VALUES ($1, $2::jsonb, $3, $4) ON CONFLICT (id) DO NOTHING",
             [id, PostgresJSON(String(decoding: JSONEncoding.encode(.object(object)), as: UTF8.self)), message, actor])
-        let before = try lockedState(db)
+        let before = try await lockedState(db)
         if let rampPercent, rampPercent < 100 {
             guard before.current != nil, before.current != id else {
                 throw ReleaseError(
                     before.current == nil
                         ? "nothing is published yet: publish without --ramp first" : "release \(id.prefix(12)) is already current")
             }
-            return try change(db, action: "ramp", release: id, previous: before.ramp, current: before.current, ramp: id,
+            return try await change(db, action: "ramp", release: id, previous: before.ramp, current: before.current, ramp: id,
                               percent: max(1, rampPercent), actor: actor, message: message)
         }
-        return try change(db, action: "publish", release: id, previous: before.current, current: id, ramp: nil, percent: 0,
+        return try await change(db, action: "publish", release: id, previous: before.current, current: id, ramp: nil, percent: 0,
                           actor: actor, message: message)
     }
 
     /// Makes the ramping release current for everyone.
-    public static func promote(_ db: PostgresConnection, actor: String) throws -> State {
-        let before = try lockedState(db)
+    public static func promote(_ db: PostgresConnection, actor: String) async throws -> State {
+        let before = try await lockedState(db)
         guard let ramp = before.ramp else { throw ReleaseError("no release is ramping") }
-        return try change(db, action: "promote", release: ramp, previous: before.current, current: ramp, ramp: nil, percent: 0,
+        return try await change(db, action: "promote", release: ramp, previous: before.current, current: ramp, ramp: nil, percent: 0,
                           actor: actor, message: "")
     }
 
     /// Ends a ramp (its release no longer starts sessions) or, with no ramp, makes `release` —
     /// by default the release that was current before the current one — current again.
-    public static func rollback(_ db: PostgresConnection, to release: String?, actor: String) throws -> State {
-        let before = try lockedState(db)
+    public static func rollback(_ db: PostgresConnection, to release: String?, actor: String) async throws -> State {
+        let before = try await lockedState(db)
         if release == nil, let ramp = before.ramp, let current = before.current {
-            return try change(db, action: "rollback", release: current, previous: ramp, current: current, ramp: nil, percent: 0,
+            return try await change(db, action: "rollback", release: current, previous: ramp, current: current, ramp: nil, percent: 0,
                               actor: actor, message: "ramp ended")
         }
         let target: String
         if let release {
-            target = try resolve(db, release)
+            target = try await resolve(db, release)
         } else {
             guard let current = before.current,
-                let previous = try db.query(
+                let previous = try await db.query(
                     """
                     SELECT previous FROM flow_release_events
                     WHERE release = $1 AND action IN ('publish', 'promote', 'rollback') AND previous IS NOT NULL AND previous <> $1
@@ -120,13 +120,13 @@ public enum ReleaseStore {
             else { throw ReleaseError("there is no earlier release to roll back to") }
             target = previous
         }
-        return try change(db, action: "rollback", release: target, previous: before.current, current: target, ramp: nil, percent: 0,
+        return try await change(db, action: "rollback", release: target, previous: before.current, current: target, ramp: nil, percent: 0,
                           actor: actor, message: "")
     }
 
-    public static func list(_ db: PostgresConnection, limit: Int = 50) throws -> [Summary] {
-        let state = try self.state(db)
-        return try db.query("SELECT id, message, published_by, published_at FROM flow_releases ORDER BY published_at DESC, id LIMIT $1", [limit])
+    public static func list(_ db: PostgresConnection, limit: Int = 50) async throws -> [Summary] {
+        let state = try await self.state(db)
+        return try await db.query("SELECT id, message, published_by, published_at FROM flow_releases ORDER BY published_at DESC, id LIMIT $1", [limit])
             .map { row in
                 let id = try row.decode(String.self, at: 0)
                 return Summary(
@@ -137,8 +137,8 @@ public enum ReleaseStore {
     }
 
     /// Records what a replica made of a state version.
-    public static func report(_ db: PostgresConnection, replica: String, version: Int, release: String, ok: Bool, detail: String) throws {
-        try db.query(
+    public static func report(_ db: PostgresConnection, replica: String, version: Int, release: String, ok: Bool, detail: String) async throws {
+        try await db.query(
             """
             INSERT INTO flow_release_reports (replica, state_version, release, ok, detail) VALUES ($1, $2, $3, $4, $5)
             ON CONFLICT (replica, state_version) DO UPDATE SET ok = EXCLUDED.ok, detail = EXCLUDED.detail, at = now()
@@ -146,8 +146,8 @@ public enum ReleaseStore {
     }
 
     /// The reports of replicas that loaded (or failed to load) a state version.
-    public static func reports(_ db: PostgresConnection, version: Int) throws -> [Report] {
-        try db.query(
+    public static func reports(_ db: PostgresConnection, version: Int) async throws -> [Report] {
+        try await db.query(
             "SELECT replica, release, ok, detail FROM flow_release_reports WHERE state_version = $1 ORDER BY replica", [version]
         ).map {
             Report(
@@ -156,26 +156,26 @@ public enum ReleaseStore {
         }
     }
 
-    private static func lockedState(_ db: PostgresConnection) throws -> State {
-        _ = try db.query("SELECT 1 FROM flow_release_state FOR UPDATE")
-        return try state(db)
+    private static func lockedState(_ db: PostgresConnection) async throws -> State {
+        _ = try await db.query("SELECT 1 FROM flow_release_state FOR UPDATE")
+        return try await state(db)
     }
 
     private static func change(
         _ db: PostgresConnection, action: String, release: String, previous: String?, current: String?, ramp: String?, percent: Int,
         actor: String, message: String
-    ) throws -> State {
-        let version = try db.query(
+    ) async throws -> State {
+        let version = try await db.query(
             """
             UPDATE flow_release_state SET current_release = $1, ramp_release = $2, ramp_percent = $3, version = version + 1,
                 updated_at = now()
             RETURNING version
             """, [current, ramp, percent]
         )[0].decode(Int.self, at: 0)
-        try db.query(
+        try await db.query(
             "INSERT INTO flow_release_events (action, release, previous, ramp_percent, actor, message) VALUES ($1, $2, $3, $4, $5, $6)",
             [action, release, previous, ramp == nil ? nil : percent, actor, message])
-        try db.query("SELECT pg_notify($1, $2)", [channel, String(version)])
+        try await db.query("SELECT pg_notify($1, $2)", [channel, String(version)])
         return State(current: current, ramp: ramp, rampPercent: percent, version: version)
     }
 }

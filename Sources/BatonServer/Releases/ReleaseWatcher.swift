@@ -51,7 +51,7 @@ public final class ReleaseWatcher: Service, Sendable {
         if configuration.flowsSource != .files {
             let current: ReleaseStore.State
             do {
-                current = try await context.pool.withConnection { try ReleaseStore.state($0) }
+                current = try await context.pool.withConnection { try await ReleaseStore.state($0) }
             } catch {
                 context.logger.warning("could not read the release state", metadata: ["error": "\(error)"])
                 return
@@ -147,7 +147,7 @@ public final class ReleaseWatcher: Service, Sendable {
         let replica = context.configuration.replicaName
         do {
             try await context.pool.withConnection {
-                try ReleaseStore.report($0, replica: replica, version: current.version, release: release, ok: ok, detail: detail)
+                try await ReleaseStore.report($0, replica: replica, version: current.version, release: release, ok: ok, detail: detail)
             }
         } catch {
             context.logger.warning("could not report the release state", metadata: ["error": "\(error)"])
@@ -157,7 +157,7 @@ public final class ReleaseWatcher: Service, Sendable {
     /// A release's definitions, loaded through the same code that loads `Flows/` from disk.
     private func definitions(for id: String) async throws -> FlowDefinitions {
         if let cached = state.withLock({ $0.cache.first { $0.id == id }?.definitions }) { return cached }
-        let files = try await context.pool.withConnection { try ReleaseStore.files($0, release: id) }
+        let files = try await context.pool.withConnection { try await ReleaseStore.files($0, release: id) }
         let definitions = try Self.load(files, catalog: context.runtime.catalog)
         state.withLock { state in
             state.cache.append((id, definitions))

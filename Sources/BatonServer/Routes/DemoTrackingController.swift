@@ -20,7 +20,7 @@ public struct DemoTrackingController: Sendable {
     func register(on router: Router<BatonRequestContext>, catalog: RouteCatalog) {
         router.on(.get, "\(Self.prefix)/v1/parcels/:code", catalog: catalog) { _, context in
             let code = try context.parameters.require("code")
-            let parcel = try await pool.withConnection { db in try Self.parcel(db, code: code) }
+            let parcel = try await pool.withConnection { db in try await Self.parcel(db, code: code) }
             guard let parcel else { throw APIError.notFound("no parcel \(code.prefix(20))") }
             return Response.json(parcel)
         }
@@ -34,13 +34,13 @@ public struct DemoTrackingController: Sendable {
                 throw APIError.invalidRequest("send {\"location\": \"UT-0001\"}")
             }
             return try await pool.withTransaction { db -> Response in
-                guard try db.query("SELECT 1 FROM shipments WHERE label = $1 FOR UPDATE", [code]).first != nil else {
+                guard try await db.query("SELECT 1 FROM shipments WHERE label = $1 FOR UPDATE", [code]).first != nil else {
                     throw APIError.notFound("no parcel \(code.prefix(20))")
                 }
-                guard try db.query("SELECT 1 FROM dropoff_locations WHERE code = $1", [location]).first != nil else {
+                guard try await db.query("SELECT 1 FROM dropoff_locations WHERE code = $1", [location]).first != nil else {
                     throw APIError.invalidRequest("no pickup point \(location.prefix(20))")
                 }
-                if let row = try db.query("SELECT location, idempotency_key FROM demo_parcel_redirects WHERE label = $1", [code]).first {
+                if let row = try await db.query("SELECT location, idempotency_key FROM demo_parcel_redirects WHERE label = $1", [code]).first {
                     if try row.decode(String.self, at: 1) == key, try row.decode(String.self, at: 0) == location {
                         return Response.json(["eta": .string(Self.eta(days: 2))])
                     }
@@ -48,21 +48,21 @@ public struct DemoTrackingController: Sendable {
                         ["error": ["code": "already_redirected", "message": "This parcel is already on its way to another pickup point."]],
                         status: .conflict)
                 }
-                if try db.query("SELECT 1 FROM dropoffs WHERE label = $1", [code]).first != nil {
+                if try await db.query("SELECT 1 FROM dropoffs WHERE label = $1", [code]).first != nil {
                     return Response.json(
                         ["error": ["code": "in_transit", "message": "This parcel is already in our network and can't be redirected."]],
                         status: .conflict)
                 }
-                try db.query(
+                try await db.query(
                     "INSERT INTO demo_parcel_redirects (label, location, idempotency_key) VALUES ($1, $2, $3)", [code, location, key])
                 return Response.json(["eta": .string(Self.eta(days: 2))])
             }
         }
     }
 
-    static func parcel(_ db: PostgresConnection, code: String) throws -> JSONValue? {
+    static func parcel(_ db: PostgresConnection, code: String) async throws -> JSONValue? {
         guard
-            let row = try db.query(
+            let row = try await db.query(
                 """
                 SELECT s.label, l.name, d.created_at, r.location, rl.name
                 FROM shipments s

@@ -16,7 +16,7 @@ struct DiagnosticsController: Sendable {
             let subject = try context.parameters.require("subject")
             guard subject.utf8.count <= 64 else { throw APIError.invalidRequest("subject is longer than 64 bytes") }
             let hits = try await pool.withTransaction { connection -> Int in
-                let rows = try connection.query("SELECT hits FROM probe_counters WHERE subject = $1 FOR UPDATE", [subject])
+                let rows = try await connection.query("SELECT hits FROM probe_counters WHERE subject = $1 FOR UPDATE", [subject])
                 guard let row = rows.first else {
                     throw APIError.notFound("no probe counter '\(subject)'; seed it with INSERT INTO probe_counters")
                 }

@@ -37,7 +37,7 @@ public final class HealthController: Sendable {
         var results = JSONObject()
         var problems: [String] = []
         do {
-            _ = try await pool.withConnection { try $0.query("SELECT 1") }
+            _ = try await pool.withConnection { try await $0.query("SELECT 1") }
             results["database"] = "ok"
             let recent = migrationsCheckedAt.withLock { $0.map { ContinuousClock.now - $0 < .seconds(30) } ?? false }
             if recent {

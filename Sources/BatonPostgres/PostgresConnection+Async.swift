@@ -1,0 +1,245 @@
+import CLibPQ
+import Foundation
+
+/// Statements on a pooled connection, without blocking a thread.
+///
+/// Each method sends with libpq's non-blocking calls (`PQsendQueryPrepared`, `PQflush`) and
+/// waits for the answer on the connection's ``PostgresEventLoop`` (`PQconsumeInput` and
+/// `PQisBusy` when the socket is readable). They run on the loop's thread: a pool body runs
+/// with the loop as its task executor.
+extension PostgresConnection {
+    /// Runs one parameterised statement as a prepared statement (prepared on first use on this
+    /// connection, then reused) and returns its rows. Parameters are `$1`, `$2`, ...
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
+        try await query(sql, parameters: parameters.map(\.postgresParameter))
+    }
+
+    /// Like ``query(_:_:)`` with parameters already in wire form.
+    @discardableResult
+    public func query(_ sql: String, parameters: [PostgresParameter]) async throws -> PostgresRows {
+        if !deferred.isEmpty { return try await flushDeferred(then: (sql, parameters)) }
+        let name = try await preparedName(for: sql)
+        let sent = try withWireParameters(parameters) { count, values, lengths, formats in
+            PQsendQueryPrepared(handle, name, count, values, lengths, formats, 0)
+        }
+        guard sent == 1 else { throw connectionError() }
+        do {
+            return try await collect()
+        } catch let error as PostgresError where error.sqlState == SQLState.invalidSQLStatementName {
+            // Someone ran DEALLOCATE ALL / DISCARD ALL behind our back: forget and retry once.
+            preparedStatements.removeAll()
+            return try await query(sql, parameters: parameters)
+        }
+    }
+
+    /// Runs SQL through the simple-query protocol: no parameters, several statements allowed.
+    /// For migrations and fixed administrative statements only, never for user data.
+    public func execute(_ sql: String) async throws {
+        if !deferred.isEmpty { _ = try await flushDeferred(then: nil) }
+        guard PQsendQuery(handle, sql) == 1 else { throw connectionError() }
+        _ = try await collect()
+    }
+
+    /// Runs `body` in a transaction: `BEGIN`, then `COMMIT` if it returns, `ROLLBACK` if it
+    /// throws. A transaction that failed inside `body` without throwing is refused at the end
+    /// instead of being silently rolled back by `COMMIT`.
+    ///
+    /// `BEGIN` travels with the body's first statement and `COMMIT` with any statements the body
+    /// queued with ``enqueue(_:_:)``, so a short transaction costs few round trips.
+    public func transaction<R>(
+        isolation: IsolationLevel = .readCommitted, _ body: (PostgresConnection) async throws -> R
+    ) async throws -> R {
+        deferred.append((isolation.beginStatement, []))
+        do {
+            let value = try await body(self)
+            if PQtransactionStatus(handle) == PQTRANS_INERROR {
+                throw PostgresError(
+                    code: .protocolViolation,
+                    message: "the transaction failed inside its body (an error was caught and ignored); rolled back")
+            }
+            try await commit()
+            return value
+        } catch {
+            deferred.removeAll()
+            if abortReason == nil, isOpen, PQtransactionStatus(handle) != PQTRANS_IDLE { try? await execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Sends COMMIT (with any queued statements). A connection lost once COMMIT may have reached
+    /// the server is not a plain lost connection: the transaction may have committed, so it is
+    /// reported as ``PostgresError/Code/commitOutcomeUnknown`` and never retried blindly.
+    private func commit() async throws {
+        if let faults, faults.takeCommitCut() {
+            if !deferred.isEmpty { _ = try await flushDeferred(then: nil) }
+            // Send COMMIT, make sure it left, then cut the socket before reading the answer.
+            guard PQsendQuery(handle, "COMMIT") == 1 else { throw connectionError() }
+            try await flush()
+            shutdown(PQsocket(handle), Int32(SHUT_RDWR))
+            _ = try? await collect()
+            throw PostgresError(code: .commitOutcomeUnknown, message: "the connection was cut after COMMIT was sent (fault injected)")
+        }
+        // A server that spoke before we sent COMMIT (the FATAL of a terminated backend) ended the
+        // transaction itself: a failure then is a plain lost connection, safe to retry.
+        guard isOpen else { throw connectionError() }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        let serverSpokeFirst = poll(&descriptor, 1, 0) > 0
+        do {
+            try await query("COMMIT", parameters: [])
+        } catch let error as PostgresError where !serverSpokeFirst && (error.code == .connectionLost || !isOpen) {
+            throw PostgresError(
+                code: .commitOutcomeUnknown, message: "the connection broke after COMMIT was sent; the transaction may have committed")
+        }
+    }
+
+    // MARK: - Pipelining
+
+    /// Sends the queued statements (and optionally one more whose rows are returned) in one
+    /// round trip using libpq's pipeline mode.
+    private func flushDeferred(then last: (sql: String, parameters: [PostgresParameter])?) async throws -> PostgresRows {
+        var batch = deferred
+        deferred.removeAll()
+        if let last { batch.append(last) }
+        let results = try await pipeline(batch)
+        return last == nil ? .empty : results[results.count - 1]
+    }
+
+    /// Runs several statements in one round trip (libpq pipeline mode) and returns each one's
+    /// rows. The first failing statement's error is thrown; later ones are skipped by the server.
+    public func pipeline(_ statements: [(sql: String, parameters: [PostgresParameter])]) async throws -> [PostgresRows] {
+        guard !statements.isEmpty else { return [] }
+        // A statement seen for the first time is prepared first, in its own round trip (once
+        // per connection).
+        var names: [String] = []
+        names.reserveCapacity(statements.count)
+        for statement in statements { names.append(try await preparedName(for: statement.sql)) }
+        guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
+        defer { PQexitPipelineMode(handle) }
+        for (index, statement) in statements.enumerated() {
+            let sent = try withWireParameters(statement.parameters) { count, values, lengths, formats in
+                PQsendQueryPrepared(handle, names[index], count, values, lengths, formats, 0)
+            }
+            guard sent == 1 else { throw connectionError() }
+        }
+        guard PQpipelineSync(handle) == 1 else { throw connectionError() }
+        try await flush()
+        var rows: [PostgresRows] = []
+        rows.reserveCapacity(statements.count)
+        var firstError: (any Error)?
+        for _ in statements {
+            // Each statement yields its result followed by a NULL separator.
+            var outcome: PostgresRows?
+            while let result = try await nextResult() {
+                if PQresultStatus(result) == PGRES_PIPELINE_ABORTED {
+                    PQclear(result)
+                    continue
+                }
+                do { outcome = try check(result) } catch { if firstError == nil { firstError = error } }
+            }
+            rows.append(outcome ?? .empty)
+            if !isOpen { break }
+        }
+        // Consume the sync point.
+        while isOpen, let result = try await nextResult() {
+            let status = PQresultStatus(result)
+            PQclear(result)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        if let firstError { throw firstError }
+        guard isOpen else { throw connectionError() }
+        return rows
+    }
+
+    // MARK: - Waiting for the server
+
+    private func preparedName(for sql: String) async throws -> String {
+        if let name = preparedStatements[sql] { return name }
+        if preparedStatements.count >= Self.preparedStatementLimit {
+            try await execute("DEALLOCATE ALL")
+            preparedStatements.removeAll()
+        }
+        nextStatementID += 1
+        let name = "baton_\(nextStatementID)"
+        guard PQsendPrepare(handle, name, sql, 0, nil) == 1 else { throw connectionError() }
+        _ = try await collect()
+        preparedStatements[sql] = name
+        return name
+    }
+
+    /// Flushes what was sent and reads every result up to the end of the command: the rows of
+    /// the last one, or the first error.
+    private func collect() async throws -> PostgresRows {
+        try await flush()
+        var rows: PostgresRows?
+        var firstError: (any Error)?
+        while let result = try await nextResult() {
+            do { rows = try check(result) } catch { if firstError == nil { firstError = error } }
+        }
+        if let firstError { throw firstError }
+        guard let rows else { throw connectionError() }
+        return rows
+    }
+
+    /// Sends whatever libpq still buffers, waiting while the socket is full.
+    private func flush() async throws {
+        while true {
+            let left = PQflush(handle)
+            if left == 0 { return }
+            if left < 0 { throw connectionError() }
+            let ready = try await waitForSocket(Int16(POLLIN | POLLOUT))
+            // The server may be sending while we send: read it so it does not block on us.
+            if ready & Int16(POLLIN) != 0, PQconsumeInput(handle) != 1 { throw connectionError() }
+        }
+    }
+
+    /// The next result, once libpq has it whole; nil at the end of a command.
+    private func nextResult() async throws -> OpaquePointer? {
+        while PQisBusy(handle) == 1 {
+            _ = try await waitForSocket(Int16(POLLIN))
+            guard PQconsumeInput(handle) == 1 else { throw connectionError() }
+        }
+        return PQgetResult(handle)
+    }
+
+    private func waitForSocket(_ events: Int16) async throws -> Int16 {
+        if let abortReason { throw abortReason }
+        let socket = PQsocket(handle)
+        guard socket >= 0, let loop else { throw connectionError() }
+        let ready = await loop.wait(socket: socket, for: events)
+        if let abortReason { throw abortReason }
+        return ready
+    }
+
+    /// Called on the loop when a deadline passed: the waiting statement (if any) throws
+    /// `reason` at once, the server is asked to cancel (on a thread of its own: that request
+    /// can hang on a silent network too) and the socket is shut down, so the connection is
+    /// never used again.
+    func abort(_ reason: PostgresError) {
+        guard abortReason == nil else { return }
+        abortReason = reason
+        if let cancelToken {
+            let thread = Thread { cancelToken.send() }
+            thread.name = "baton-db-cancel"
+            thread.start()
+        }
+        let socket = PQsocket(handle)
+        if socket >= 0 {
+            shutdown(socket, Int32(SHUT_RDWR))
+            loop?.wake(socket: socket)
+        }
+    }
+
+    /// Makes this connection non-blocking and binds it to `loop`.
+    func attach(to loop: PostgresEventLoop) {
+        PQsetnonblocking(handle, 1)
+        self.loop = loop
+    }
+}
+
+extension Result where Failure == any Error {
+    /// The outcome of an `async` body, so cleanup that must await can run after it either way.
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}

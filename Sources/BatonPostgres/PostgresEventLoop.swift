@@ -1,0 +1,195 @@
+import DequeModule
+import Foundation
+import Synchronization
+
+/// A thread that drives libpq connections without blocking: it runs Swift jobs and waits for
+/// sockets in one `poll(2)` loop, the way pgbench drives its connections from one thread.
+///
+/// A body that uses a connection runs with this loop as its task executor (see
+/// ``PostgresPool/withConnection(timeout:_:)``). Sending a statement is a non-blocking libpq
+/// call; waiting for the answer registers the socket here and suspends the task; when the
+/// socket is ready the loop resumes it on this same thread. So a transaction of several round
+/// trips costs no thread switch per round trip, and under load one wake-up serves every
+/// connection that became ready at once.
+///
+/// Everything the loop owns (waiters, timers) is touched only on its thread; other threads
+/// reach it through ``execute(_:)``, which wakes it through a pipe only when it sleeps.
+public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
+    /// The loops every pool shares: one per core, at most four.
+    public static let shared: [PostgresEventLoop] = (0..<min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))).map {
+        PostgresEventLoop(name: "baton-db-io-\($0)")
+    }
+
+    private enum Work {
+        case job(UnownedJob)
+        case closure(@Sendable () -> Void)
+    }
+
+    private struct Inbox: ~Copyable {
+        var work = Deque<Work>()
+        /// The loop is (about to be) inside `poll` with nothing to run.
+        var sleeping = false
+        /// A byte is in the pipe already: a second one would wake nobody.
+        var woken = false
+    }
+
+    /// Socket readiness a task waits for.
+    private struct Waiter {
+        var events: Int16
+        var continuation: UnsafeContinuation<Int16, Never>
+    }
+
+    private struct Timer {
+        var id: Int
+        var due: ContinuousClock.Instant
+        var action: () -> Void
+    }
+
+    private let inbox = Mutex(Inbox())
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private var thread: pthread_t?
+    private let started = DispatchSemaphore(value: 0)
+    // Loop-thread only:
+    private var waiters: [Int32: Waiter] = [:]
+    private var timers: [Timer] = []
+    private var nextTimerID = 0
+
+    private init(name: String) {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { fatalError("baton: cannot create the database loop's wake-up pipe (errno \(errno))") }
+        for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        (wakeRead, wakeWrite) = (fds[0], fds[1])
+        let thread = Thread { [self] in
+            self.thread = pthread_self()
+            started.signal()
+            run()
+        }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+        started.wait()
+    }
+
+    /// Whether the calling thread is this loop's.
+    public var inLoop: Bool {
+        guard let thread else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
+
+    /// Whether the calling thread is any database loop's: blocking libpq calls are refused there.
+    static var onAnyLoop: Bool { shared.contains { $0.inLoop } }
+
+    // MARK: - Executor
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        submit(.job(UnownedJob(job)))
+    }
+
+    /// Runs `body` on the loop's thread, after what is queued already.
+    public func execute(_ body: @escaping @Sendable () -> Void) {
+        submit(.closure(body))
+    }
+
+    private func submit(_ work: Work) {
+        let wake = inbox.withLock { inbox -> Bool in
+            inbox.work.append(work)
+            guard inbox.sleeping, !inbox.woken else { return false }
+            inbox.woken = true
+            return true
+        }
+        if wake {
+            var byte: UInt8 = 1
+            _ = write(wakeWrite, &byte, 1)
+        }
+    }
+
+    // MARK: - Sockets and timers (on the loop's thread)
+
+    /// Suspends the calling task until `socket` is ready for `events` (`POLLIN`, `POLLOUT`) or
+    /// ``wake(socket:)`` ends the wait; returns what `poll` reported (0 when woken).
+    /// Must be called on the loop's thread; one waiter per socket.
+    func wait(socket: Int32, for events: Int16) async -> Int16 {
+        precondition(inLoop, "a database socket is waited for on its own loop")
+        return await withUnsafeContinuation { continuation in
+            precondition(waiters[socket] == nil, "two waits on one database socket")
+            waiters[socket] = Waiter(events: events, continuation: continuation)
+        }
+    }
+
+    /// Ends a wait on `socket` at once (a deadline passed; the caller checks why).
+    func wake(socket: Int32) {
+        precondition(inLoop)
+        if let waiter = waiters.removeValue(forKey: socket) { waiter.continuation.resume(returning: 0) }
+    }
+
+    /// Runs `action` on the loop after `delay`, unless cancelled first. Loop thread only.
+    func schedule(after delay: Duration, _ action: @escaping () -> Void) -> Int {
+        precondition(inLoop)
+        nextTimerID += 1
+        timers.append(Timer(id: nextTimerID, due: .now + delay, action: action))
+        return nextTimerID
+    }
+
+    func cancelTimer(_ id: Int) {
+        precondition(inLoop)
+        timers.removeAll { $0.id == id }
+    }
+
+    // MARK: - The loop
+
+    private func run() {
+        var descriptors: [pollfd] = []
+        while true {
+            // Run what is queued; jobs queued meanwhile wait for the next turn, after the sockets.
+            var batch = inbox.withLock { inbox -> Deque<Work> in
+                let batch = inbox.work
+                inbox.work.removeAll(keepingCapacity: true)
+                return batch
+            }
+            while let work = batch.popFirst() {
+                switch work {
+                case .job(let job): job.runSynchronously(on: asUnownedTaskExecutor())
+                case .closure(let body): body()
+                }
+            }
+            descriptors.removeAll(keepingCapacity: true)
+            descriptors.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
+            for (socket, waiter) in waiters { descriptors.append(pollfd(fd: socket, events: waiter.events, revents: 0)) }
+            var timeout: Int32 = -1
+            if let due = timers.map(\.due).min() {
+                let left = due - .now
+                timeout = left <= .zero ? 0 : Int32(min(1000, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1))
+            }
+            let mustSpin = inbox.withLock { inbox -> Bool in
+                if !inbox.work.isEmpty { return true }
+                inbox.sleeping = true
+                return false
+            }
+            let ready = poll(&descriptors, nfds_t(descriptors.count), mustSpin ? 0 : timeout)
+            inbox.withLock { inbox in
+                inbox.sleeping = false
+                inbox.woken = false
+            }
+            if ready > 0 {
+                if descriptors[0].revents != 0 {
+                    var sink = [UInt8](repeating: 0, count: 64)
+                    while read(wakeRead, &sink, sink.count) > 0 {}
+                }
+                for descriptor in descriptors.dropFirst() where descriptor.revents != 0 {
+                    if let waiter = waiters.removeValue(forKey: descriptor.fd) {
+                        waiter.continuation.resume(returning: descriptor.revents)
+                    }
+                }
+            }
+            if !timers.isEmpty {
+                let now = ContinuousClock.now
+                let due = timers.filter { $0.due <= now }
+                if !due.isEmpty {
+                    timers.removeAll { $0.due <= now }
+                    for timer in due { timer.action() }
+                }
+            }
+        }
+    }
+}
