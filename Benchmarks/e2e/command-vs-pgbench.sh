@@ -5,7 +5,7 @@
 # (favourite-add.pgbench, captured with log_statement = all) with the same number of database
 # connections, against the same server, in the same run.
 #
-#   Benchmarks/e2e/command-vs-pgbench.sh [--connections "2 4 8"] [--seconds 10] [--rounds 3] [--no-build]
+#   Benchmarks/e2e/command-vs-pgbench.sh [--connections "2 4 8"] [--seconds 10] [--rounds 3] [--baton PATH | --no-build]
 #
 # Every request is a first-time command (a repeat would be a cheap idempotent replay), so the
 # script prepares enough signed payloads, one per fresh user, before each measurement
@@ -21,6 +21,7 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2;;
     --rounds) rounds=$2; shift 2;;
     --no-build) build=0; shift;;
+    --baton) baton_bin=$2; shift 2;;
     --port) port=$2; shift 2;;
     --max-rate) guess=$2; shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;

@@ -1,15 +1,29 @@
 # Shared by the end-to-end benchmark scripts (sourced, not run): finding the tools, a
 # throwaway data directory removed on exit, starting Baton on it, medians.
-# The sourcing script sets `root`, `port` and `build` first.
+# The sourcing script sets `root`, `port` and `build` first, and `baton_bin` when it was
+# given --baton PATH.
+#
+# Which binary: --baton PATH, else $BATON_BIN, else $root/.build/release/baton, built first
+# unless --no-build. A binary given either way is used as it is (no build): building the tree
+# would not change it.
 
 command -v wrk >/dev/null || { echo "wrk is not installed (scripts/bootstrap.sh --bench)" >&2; exit 1; }
 pgbin=$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 pgbench="$pgbin/pgbench"
 [ -x "$pgbench" ] || { echo "pgbench not found in $pgbin" >&2; exit 1; }
 
+baton_bin=${baton_bin:-${BATON_BIN:-}}
+if [ -n "$baton_bin" ]; then
+  # Absolute before the cd below, so a path relative to the caller's directory works.
+  baton="$(cd "$(dirname "$baton_bin")" && pwd)/$(basename "$baton_bin")"
+  [ -x "$baton" ] || { echo "no executable Baton at $baton_bin" >&2; exit 1; }
+  build=0
+else
+  baton="$root/.build/release/baton"
+fi
 cd "$root"
 if [ "$build" = 1 ]; then swift build -c release --product baton >&2; fi
-baton="$root/.build/release/baton"
+[ -x "$baton" ] || { echo "no Baton binary at $baton (build it, or pass --baton PATH)" >&2; exit 1; }
 data=$(mktemp -d /tmp/baton-bench-XXXXXX)
 chmod 755 "$data"
 serve_pid=""
