@@ -1,5 +1,7 @@
 # Shared by the end-to-end benchmark scripts (sourced, not run): finding the tools, a
-# throwaway data directory removed on exit, starting Baton on it, medians.
+# throwaway data directory removed on exit, starting Baton on it, medians, and what each
+# measured interval costs: latency percentiles from wrk and pgbench, CPU of Baton and of the
+# embedded PostgreSQL from /proc.
 # The sourcing script sets `root`, `port` and `build` first, and `baton_bin` when it was
 # given --baton PATH.
 #
@@ -50,3 +52,77 @@ median() {
 
 # psql against the embedded cluster Baton started in $data.
 export PGHOST="$data/postgres/run" PGPORT=5432 PGUSER=postgres PGDATABASE=baton
+
+hz=$(getconf CLK_TCK)
+
+# CPU seconds (user + system, all threads) process $1 has used so far.
+process_cpu() {
+  sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$hz" '{printf "%.2f\n", ($12 + $13) / hz}'
+}
+
+# CPU seconds the embedded PostgreSQL has used so far: the postmaster, its live children
+# (backends, checkpointer, WAL writer, autovacuum…), and the children that have exited —
+# the kernel adds those to the postmaster's cutime/cstime when it reaps them, so a backend
+# whose client disconnected between two readings is still counted, once. Readings are taken
+# while no connection opens or closes (before a run starts, after it ended and settled).
+postgres_cpu() {
+  local postmaster
+  postmaster=$(head -1 "$data/postgres/data/postmaster.pid")
+  cat /proc/[0-9]*/stat 2>/dev/null | awk -v pm="$postmaster" -v hz="$hz" '
+    { pid = $1; rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ") }
+    pid == pm { t += f[12] + f[13] + f[14] + f[15] }
+    f[2] == pm { t += f[12] + f[13] }
+    END { printf "%.2f\n", t / hz }'
+}
+
+# Runs wrk with the arguments given (its script's done() prints "latency_us p50 N p99 N"), between
+# two CPU readings. Output in $data/wrk.out and $data/wrk.err; sets wrk_requests, wrk_rps,
+# wrk_p50 and wrk_p99 (µs), wrk_baton_cpu and wrk_pg_cpu (µs of CPU per request).
+measured_wrk() {
+  local baton0 pg0 baton1 pg1
+  baton0=$(process_cpu "$serve_pid"); pg0=$(postgres_cpu)
+  wrk "$@" >"$data/wrk.out" 2>"$data/wrk.err" || { echo "wrk failed:" >&2; cat "$data/wrk.err" >&2; exit 1; }
+  baton1=$(process_cpu "$serve_pid"); pg1=$(postgres_cpu)
+  wrk_requests=$(awk '/requests in/ {print $1}' "$data/wrk.out")
+  wrk_rps=$(awk '/^Requests\/sec/ {print $2}' "$data/wrk.out")
+  wrk_p50=$(awk '/^latency_us/ {print $3}' "$data/wrk.out")
+  wrk_p99=$(awk '/^latency_us/ {print $5}' "$data/wrk.out")
+  [ -n "$wrk_p50" ] || { echo "wrk printed no latency line (its script needs the done() of command.lua)" >&2; exit 1; }
+  [ "${wrk_requests:-0}" -gt 0 ] || { echo "wrk got no answers:" >&2; cat "$data/wrk.out" >&2; exit 1; }
+  wrk_baton_cpu=$(awk -v a="$baton0" -v b="$baton1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+  wrk_pg_cpu=$(awk -v a="$pg0" -v b="$pg1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+}
+
+# Runs pgbench with the arguments given plus --log, between two PostgreSQL CPU readings.
+# Sets pg_tps, pg_p50 and pg_p99 (µs, from the per-transaction log) and pg_cpu (µs of
+# PostgreSQL CPU per transaction). Output in $data/pgbench.log.
+measured_pgbench() {
+  local pg0 pg1 transactions
+  rm -f "$data"/pgbench_tx.*
+  pg0=$(postgres_cpu)
+  "$pgbench" "$@" --log --log-prefix="$data/pgbench_tx" >"$data/pgbench.log" 2>&1 \
+    || { echo "pgbench failed:" >&2; grep -v '^pgbench: client' "$data/pgbench.log" | head -20 >&2; exit 1; }
+  sleep 0.2 # the postmaster reaps the exited backends (their CPU moves to its cutime/cstime)
+  pg1=$(postgres_cpu)
+  pg_tps=$(awk '/^tps/ {print $3}' "$data/pgbench.log")
+  # Log lines: client, transaction, latency (µs), script, epoch s, µs.
+  cat "$data"/pgbench_tx.* | awk '{print $3}' | sort -n >"$data/pgbench.latency"
+  transactions=$(wc -l <"$data/pgbench.latency")
+  [ "$transactions" -gt 0 ] || { echo "pgbench logged no transactions; see $data/pgbench.log" >&2; exit 1; }
+  pg_p50=$(percentile 50 <"$data/pgbench.latency")
+  pg_p99=$(percentile 99 <"$data/pgbench.latency")
+  pg_cpu=$(awk -v a="$pg0" -v b="$pg1" -v n="$transactions" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+}
+
+# The $1th percentile (nearest rank) of the sorted numbers on standard input.
+percentile() {
+  awk -v p="$1" '{a[NR] = $1} END {if (NR == 0) exit 1; i = int(p / 100 * NR + 0.999999); if (i < 1) i = 1; print a[i]}'
+}
+
+# µs to ms with two decimals.
+ms() { awk -v us="$1" 'BEGIN {printf "%.2f", us / 1000}'; }
+
+# The median of column $2 of file $1 (one line per round).
+column_median() {
+  awk -v k="$2" '{print $k}' "$1" | median
+}
