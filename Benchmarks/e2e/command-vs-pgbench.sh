@@ -45,8 +45,7 @@ start_baton 2
 LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
 hash=$("$pgbin/psql" -Atc "SELECT hash FROM flow_definitions WHERE flow = 'favourite-add' ORDER BY created_at DESC LIMIT 1")
 
-echo "| DB connections | HTTP connections | pgbench tps | Baton commands/s | ratio | pgbench p50 ms | pgbench p99 ms | Baton p50 ms | Baton p99 ms | PostgreSQL CPU µs/tx (pgbench) | PostgreSQL CPU µs/command (Baton) | Baton CPU µs/command |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+comparison_header command
 run=0
 for n in $connections; do
   start_baton "$n"
@@ -75,17 +74,11 @@ for n in $connections; do
   : >"$data/pg"; : >"$data/wrk"
   for _ in $(seq 1 "$rounds"); do
     measured_pgbench "${pgbench_args[@]}" -T "$seconds"
-    echo "$pg_tps $pg_p50 $pg_p99 $pg_cpu" >>"$data/pg"
+    echo "$pg_tps $pg_p50 $pg_p99 $pg_cpu" >>"$data/pg" # the columns comparison_row reads
     send "${seconds}s"
     echo "$wrk_rps $wrk_p50 $wrk_p99 $wrk_pg_cpu $wrk_baton_cpu" >>"$data/wrk"
   done
-  pg=$(column_median "$data/pg" 1); rps=$(column_median "$data/wrk" 1)
-  awk -v n="$n" -v c="$wrk_connections" -v pg="$pg" -v rps="$rps" \
-    -v pg50="$(column_median "$data/pg" 2)" -v pg99="$(column_median "$data/pg" 3)" \
-    -v b50="$(column_median "$data/wrk" 2)" -v b99="$(column_median "$data/wrk" 3)" \
-    -v pgcpu="$(column_median "$data/pg" 4)" -v bpgcpu="$(column_median "$data/wrk" 4)" -v bcpu="$(column_median "$data/wrk" 5)" \
-    'BEGIN { printf "| %d | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f |\n",
-             n, c, pg, rps, rps / pg, pg50 / 1000, pg99 / 1000, b50 / 1000, b99 / 1000, pgcpu, bpgcpu, bcpu }'
+  comparison_row "$n" "$wrk_connections"
   # Exactly once under load: a logged command and a favourite for every command wrk saw
   # answered, and at most the requests in flight when a run ended besides.
   logged=$("$pgbin/psql" -Atc "SELECT count(*) FROM command_log l JOIN flow_sessions s ON s.id = l.session_id WHERE s.subject LIKE 'user:bench-$run-%'")

@@ -126,3 +126,21 @@ ms() { awk -v us="$1" 'BEGIN {printf "%.2f", us / 1000}'; }
 column_median() {
   awk -v k="$2" '{print $k}' "$1" | median
 }
+
+# The header of the table comparing Baton with pgbench; $1 names what one request is.
+comparison_header() {
+  echo "| DB connections | HTTP connections | pgbench tps | Baton $1s/s | ratio | pgbench p50 ms | pgbench p99 ms | Baton p50 ms | Baton p99 ms | PostgreSQL CPU µs/tx (pgbench) | PostgreSQL CPU µs/$1 (Baton) | Baton CPU µs/$1 |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+}
+
+# A row of that table for $1 database and $2 HTTP connections: the median of each column over
+# the rounds in $data/pg ("tps p50 p99 cpu" per pgbench run) and $data/wrk ("rps p50 p99
+# postgres-cpu baton-cpu" per wrk run).
+comparison_row() {
+  awk -v n="$1" -v c="$2" -v pg="$(column_median "$data/pg" 1)" -v rps="$(column_median "$data/wrk" 1)" \
+    -v pg50="$(column_median "$data/pg" 2)" -v pg99="$(column_median "$data/pg" 3)" \
+    -v b50="$(column_median "$data/wrk" 2)" -v b99="$(column_median "$data/wrk" 3)" \
+    -v pgcpu="$(column_median "$data/pg" 4)" -v bpgcpu="$(column_median "$data/wrk" 4)" -v bcpu="$(column_median "$data/wrk" 5)" \
+    'BEGIN { printf "| %d | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f |\n",
+             n, c, pg, rps, rps / pg, pg50 / 1000, pg99 / 1000, b50 / 1000, b99 / 1000, pgcpu, bpgcpu, bcpu }'
+}
