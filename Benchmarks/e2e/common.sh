@@ -144,3 +144,26 @@ comparison_row() {
     'BEGIN { printf "| %d | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f |\n",
              n, c, pg, rps, rps / pg, pg50 / 1000, pg99 / 1000, b50 / 1000, b99 / 1000, pgcpu, bpgcpu, bcpu }'
 }
+
+# The playlist screen as one user, the load of screen-vs-pgbench, scaling and soak: sets
+# screen_url, exports the token screen.lua sends, and prints what one answer is. Baton must be
+# running, with the demo data seeded.
+screen_playlist=11111111-0000-4000-8000-000000000001
+screen_user=bench-screen
+prepare_screen() {
+  BATON_BENCH_TOKEN=$("$baton" token "$screen_user")
+  export BATON_BENCH_TOKEN
+  screen_url="http://127.0.0.1:$port/v3/screens/playlist?id=$screen_playlist"
+  curl -sf -H "Authorization: Bearer $BATON_BENCH_TOKEN" -H "X-Client-Platform: ios" "$screen_url" >"$data/screen.json" \
+    || { echo "the playlist screen did not answer 200" >&2; exit 1; }
+  echo "GET /v3/screens/playlist?id=$screen_playlist as user:$screen_user: $(wc -c <"$data/screen.json") bytes," \
+    "$(grep -o '"type":"startFlow"' "$data/screen.json" | wc -l) start actions."
+}
+
+# measured_wrk on the screen for $1 (a wrk duration) with $2 connections, failing on any
+# answer but 2xx and on any socket error (a timeout included: wrk's is 30 s here, so a slow
+# answer is measured, not dropped).
+screen_wrk() {
+  measured_wrk -t1 -c"$2" -d"$1" --timeout 30s -s "$here/screen.lua" "$screen_url"
+  if grep -qE 'Non-2xx|Socket errors' "$data/wrk.out"; then echo "wrk saw errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
+}

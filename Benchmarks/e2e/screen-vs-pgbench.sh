@@ -23,7 +23,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 connections="2 4 8"; seconds=10; rounds=3; build=1; port=8086; per_connection=4
-playlist=11111111-0000-4000-8000-000000000001
 while [ $# -gt 0 ]; do
   case "$1" in
     --connections) connections=$2; shift 2;;
@@ -39,38 +38,25 @@ done
 . "$here/common.sh"
 export BATON_SIGNING_KEYS="bench:$(head -c 32 /dev/urandom | base64)"
 export BATON_JWT_HS256_SECRET="bench-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
-user=bench-screen
-BATON_BENCH_TOKEN=$("$baton" token "$user")
-export BATON_BENCH_TOKEN
-url="http://127.0.0.1:$port/v3/screens/playlist?id=$playlist"
 
 start_baton 2
 LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
-curl -sf -H "Authorization: Bearer $BATON_BENCH_TOKEN" -H "X-Client-Platform: ios" "$url" >"$data/screen.json" \
-  || { echo "the playlist screen did not answer 200" >&2; exit 1; }
-actions=$(grep -o '"type":"startFlow"' "$data/screen.json" | wc -l)
-echo "GET /v3/screens/playlist?id=$playlist as user:$user: $(wc -c <"$data/screen.json") bytes, $actions start actions."
+prepare_screen
 echo
-
-# measured_wrk for $1, failing on any answer but 2xx or a socket error.
-screens() {
-  measured_wrk -t1 -c"$wrk_connections" -d"$1" -s "$here/screen.lua" "$url"
-  if grep -qE 'Non-2xx|Socket errors' "$data/wrk.out"; then echo "wrk saw errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
-}
 
 comparison_header screen
 for n in $connections; do
   start_baton "$n"
   wrk_connections=$((n * per_connection))
-  pgbench_args=(-n -c "$n" -j 1 -M prepared -D playlist="$playlist" -D subject="user:$user" -f "$here/screen-playlist.pgbench")
+  pgbench_args=(-n -c "$n" -j 1 -M prepared -D playlist="$screen_playlist" -D subject="user:$screen_user" -f "$here/screen-playlist.pgbench")
   # Warm-up: prepared statements, caches, connections.
-  screens 3s
+  screen_wrk 3s "$wrk_connections"
   measured_pgbench "${pgbench_args[@]}" -T 3
   : >"$data/pg"; : >"$data/wrk"
   for _ in $(seq 1 "$rounds"); do
     measured_pgbench "${pgbench_args[@]}" -T "$seconds"
     echo "$pg_tps $pg_p50 $pg_p99 $pg_cpu" >>"$data/pg" # the columns comparison_row reads
-    screens "${seconds}s"
+    screen_wrk "${seconds}s" "$wrk_connections"
     echo "$wrk_rps $wrk_p50 $wrk_p99 $wrk_pg_cpu $wrk_baton_cpu" >>"$data/wrk"
   done
   comparison_row "$n" "$wrk_connections"
