@@ -9,6 +9,10 @@
 # unless --no-build. A binary given either way is used as it is (no build): building the tree
 # would not change it.
 
+# Under set -e a failed command inside $(…) ends the script without a word: say where.
+set -E
+trap 'echo "${BASH_SOURCE[0]##*/}: line $LINENO: a command failed (exit $?)" >&2' ERR
+
 command -v wrk >/dev/null || { echo "wrk is not installed (scripts/bootstrap.sh --bench)" >&2; exit 1; }
 pgbin=$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 pgbench="$pgbin/pgbench"
@@ -17,7 +21,7 @@ pgbench="$pgbin/pgbench"
 baton_bin=${baton_bin:-${BATON_BIN:-}}
 if [ -n "$baton_bin" ]; then
   # Absolute before the cd below, so a path relative to the caller's directory works.
-  baton="$(cd "$(dirname "$baton_bin")" && pwd)/$(basename "$baton_bin")"
+  baton="$(cd "$(dirname "$baton_bin")" 2>/dev/null && pwd)/$(basename "$baton_bin")"
   [ -x "$baton" ] || { echo "no executable Baton at $baton_bin" >&2; exit 1; }
   build=0
 else
@@ -68,7 +72,9 @@ process_cpu() {
 postgres_cpu() {
   local postmaster
   postmaster=$(head -1 "$data/postgres/data/postmaster.pid")
-  cat /proc/[0-9]*/stat 2>/dev/null | awk -v pm="$postmaster" -v hz="$hz" '
+  # cat fails when a process exits between the glob and the read (this machine runs other
+  # things too); pipefail must not make that a silent exit of the script.
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$postmaster" -v hz="$hz" '
     { pid = $1; rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ") }
     pid == pm { t += f[12] + f[13] + f[14] + f[15] }
     f[2] == pm { t += f[12] + f[13] }
