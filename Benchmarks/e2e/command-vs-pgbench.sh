@@ -2,25 +2,36 @@
 # Throughput of a one-step flow command over HTTP — POST /v3/command with a favourite-add
 # start payload for a fresh user each time: payload check, session row, effect, command log,
 # commit — under wrk, beside pgbench running the statements that command issues
-# (favourite-add.pgbench, captured with log_statement = all) with the same number of database
-# connections, against the same server, in the same run.
+# (favourite-add.pgbench, captured with log_statement = all; capture-statements.sh shows them
+# again) with the same number of database connections, against the same server, in the same
+# run; with p50/p99 latency of both and the CPU each side costs per command.
 #
-#   Benchmarks/e2e/command-vs-pgbench.sh [--connections "2 4 8"] [--seconds 10] [--rounds 3] [--no-build]
+#   Benchmarks/e2e/command-vs-pgbench.sh [--connections "2 4 8"] [--seconds 10] [--rounds 3]
+#       [--http-per-connection 4] [--baton PATH | --no-build] [--port 8088] [--max-rate 2000]
 #
 # Every request is a first-time command (a repeat would be a cheap idempotent replay), so the
 # script prepares enough signed payloads, one per fresh user, before each measurement
 # (mint_commands.py, through the screens API as a client would). Needs wrk, python3 and
 # PostgreSQL's server binaries (scripts/bootstrap.sh --bench).
+#
+# Columns (median of the rounds): throughput of both and Baton / pgbench; latency from
+# pgbench's per-transaction log (--log) and from wrk's own histogram; CPU per command from
+# /proc: PostgreSQL's (the embedded cluster's postmaster and all its processes) during each
+# side's run, and Baton's serve process during its run. wrk opens --http-per-connection HTTP
+# connections per database connection so the pool stays busy: Baton's latency includes the
+# wait for a pool connection; with 1, both sides have the same number of requests in flight.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-connections="2 4 8"; seconds=10; rounds=3; build=1; port=8088; guess=2000
+connections="2 4 8"; seconds=10; rounds=3; build=1; port=8088; guess=2000; per_connection=4
 while [ $# -gt 0 ]; do
   case "$1" in
     --connections) connections=$2; shift 2;;
     --seconds) seconds=$2; shift 2;;
     --rounds) rounds=$2; shift 2;;
     --no-build) build=0; shift;;
+    --baton) baton_bin=$2; shift 2;;
+    --http-per-connection) per_connection=$2; shift 2;;
     --port) port=$2; shift 2;;
     --max-rate) guess=$2; shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;
@@ -34,8 +45,7 @@ start_baton 2
 LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
 hash=$("$pgbin/psql" -Atc "SELECT hash FROM flow_definitions WHERE flow = 'favourite-add' ORDER BY created_at DESC LIMIT 1")
 
-echo "| connections | pgbench tps | Baton commands/s | ratio |"
-echo "|---:|---:|---:|---:|"
+comparison_header command
 run=0
 for n in $connections; do
   start_baton "$n"
@@ -44,39 +54,31 @@ for n in $connections; do
   count=$(( guess * (rounds * seconds + 3) ))
   python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count "$count" --prefix "bench-$run" \
     --secret "$BATON_JWT_HS256_SECRET" --out "$commands"
-  wrk_connections=$((n * 4))
+  wrk_connections=$((n * per_connection))
   next=1; answered_by_wrk=0; sends=0
-  # $1 = duration. Writes wrk's output to $data/wrk.out and moves `next` past every command
-  # this run may have used: those answered, those timed out, and those still in flight.
+  # $1 = duration. Runs wrk between CPU readings (measured_wrk) and moves `next` past every
+  # command this run may have used: those answered, those timed out, and those still in flight.
   send() {
-    wrk -t1 -c"$wrk_connections" -d"$1" -s "$here/command.lua" "http://127.0.0.1:$port" -- "$commands" "$next" \
-      >"$data/wrk.out" 2>"$data/wrk.err" || { echo "wrk failed:" >&2; cat "$data/wrk.err" >&2; exit 1; }
-    local sent timeouts
-    sent=$(awk '/requests in/ {print $1}' "$data/wrk.out")
+    measured_wrk -t1 -c"$wrk_connections" -d"$1" -s "$here/command.lua" "http://127.0.0.1:$port" -- "$commands" "$next"
+    local timeouts
     timeouts=$(awk '/Socket errors/ {for (i = 1; i <= NF; i++) if ($i == "timeout") print $(i + 1)}' "$data/wrk.out")
-    answered_by_wrk=$((answered_by_wrk + sent)); sends=$((sends + 1))
-    next=$((next + sent + ${timeouts:-0} + wrk_connections))
+    answered_by_wrk=$((answered_by_wrk + wrk_requests)); sends=$((sends + 1))
+    next=$((next + wrk_requests + ${timeouts:-0} + wrk_connections))
     [ "$next" -le "$count" ] || { echo "ran out of prepared commands; raise --max-rate" >&2; exit 1; }
     if [ -s "$data/wrk.err" ]; then echo "unexpected answers:" >&2; sort "$data/wrk.err" | uniq -c | head >&2; exit 1; fi
   }
-  # pgbench for $1 seconds; appends its tps to $data/pg unless $2 = warm-up.
-  run_pgbench() {
-    "$pgbench" -n -c "$n" -j 1 -M prepared -T "$1" -D hash="$hash" -f "$here/favourite-add.pgbench" >"$data/pgbench.log" 2>&1 \
-      || { echo "pgbench failed:" >&2; tail -5 "$data/pgbench.log" >&2; exit 1; }
-    if [ "${2:-}" != warm-up ]; then awk '/^tps/ {print $3}' "$data/pgbench.log" >>"$data/pg"; fi
-  }
+  pgbench_args=(-n -c "$n" -j 1 -M prepared -D hash="$hash" -f "$here/favourite-add.pgbench")
   # Warm-up: prepared statements, caches, connections.
   send 3s
+  measured_pgbench "${pgbench_args[@]}" -T 3
   : >"$data/pg"; : >"$data/wrk"
-  run_pgbench 3 warm-up
   for _ in $(seq 1 "$rounds"); do
-    run_pgbench "$seconds"
+    measured_pgbench "${pgbench_args[@]}" -T "$seconds"
+    echo "$pg_tps $pg_p50 $pg_p99 $pg_cpu" >>"$data/pg" # the columns comparison_row reads
     send "${seconds}s"
-    awk '/^Requests\/sec/ {print $2}' "$data/wrk.out" >>"$data/wrk"
+    echo "$wrk_rps $wrk_p50 $wrk_p99 $wrk_pg_cpu $wrk_baton_cpu" >>"$data/wrk"
   done
-  pg=$(median <"$data/pg") || { echo "no pgbench figures; see $data/pgbench.log" >&2; exit 1; }
-  rps=$(median <"$data/wrk") || { echo "no wrk figures" >&2; exit 1; }
-  awk -v n="$n" -v pg="$pg" -v rps="$rps" 'BEGIN { printf "| %d | %.0f | %.0f | %.2f |\n", n, pg, rps, rps / pg }'
+  comparison_row "$n" "$wrk_connections"
   # Exactly once under load: a logged command and a favourite for every command wrk saw
   # answered, and at most the requests in flight when a run ended besides.
   logged=$("$pgbin/psql" -Atc "SELECT count(*) FROM command_log l JOIN flow_sessions s ON s.id = l.session_id WHERE s.subject LIKE 'user:bench-$run-%'")

@@ -30,3 +30,8 @@ function response(status, headers, body)
     io.stderr:write("unexpected answer " .. status .. ": " .. body .. "\n")
   end
 end
+
+-- Latency percentiles for the script that runs wrk (common.sh reads this line).
+function done(summary, latency, requests)
+  io.write(string.format("latency_us p50 %d p99 %d\n", latency:percentile(50), latency:percentile(99)))
+end

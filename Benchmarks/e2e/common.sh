@@ -1,15 +1,35 @@
 # Shared by the end-to-end benchmark scripts (sourced, not run): finding the tools, a
-# throwaway data directory removed on exit, starting Baton on it, medians.
-# The sourcing script sets `root`, `port` and `build` first.
+# throwaway data directory removed on exit, starting Baton on it, medians, and what each
+# measured interval costs: latency percentiles from wrk and pgbench, CPU of Baton and of the
+# embedded PostgreSQL from /proc.
+# The sourcing script sets `root`, `port` and `build` first, and `baton_bin` when it was
+# given --baton PATH.
+#
+# Which binary: --baton PATH, else $BATON_BIN, else $root/.build/release/baton, built first
+# unless --no-build. A binary given either way is used as it is (no build): building the tree
+# would not change it.
+
+# Under set -e a failed command inside $(…) ends the script without a word: say where.
+set -E
+trap 'echo "${BASH_SOURCE[0]##*/}: line $LINENO: a command failed (exit $?)" >&2' ERR
 
 command -v wrk >/dev/null || { echo "wrk is not installed (scripts/bootstrap.sh --bench)" >&2; exit 1; }
 pgbin=$(pg_config --bindir 2>/dev/null || ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 pgbench="$pgbin/pgbench"
 [ -x "$pgbench" ] || { echo "pgbench not found in $pgbin" >&2; exit 1; }
 
+baton_bin=${baton_bin:-${BATON_BIN:-}}
+if [ -n "$baton_bin" ]; then
+  # Absolute before the cd below, so a path relative to the caller's directory works.
+  baton="$(cd "$(dirname "$baton_bin")" 2>/dev/null && pwd)/$(basename "$baton_bin")"
+  [ -x "$baton" ] || { echo "no executable Baton at $baton_bin" >&2; exit 1; }
+  build=0
+else
+  baton="$root/.build/release/baton"
+fi
 cd "$root"
 if [ "$build" = 1 ]; then swift build -c release --product baton >&2; fi
-baton="$root/.build/release/baton"
+[ -x "$baton" ] || { echo "no Baton binary at $baton (build it, or pass --baton PATH)" >&2; exit 1; }
 data=$(mktemp -d /tmp/baton-bench-XXXXXX)
 chmod 755 "$data"
 serve_pid=""
@@ -36,3 +56,120 @@ median() {
 
 # psql against the embedded cluster Baton started in $data.
 export PGHOST="$data/postgres/run" PGPORT=5432 PGUSER=postgres PGDATABASE=baton
+
+hz=$(getconf CLK_TCK)
+
+# CPU seconds (user + system, all threads) process $1 has used so far.
+process_cpu() {
+  sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$hz" '{printf "%.2f\n", ($12 + $13) / hz}'
+}
+
+# CPU seconds the embedded PostgreSQL has used so far: the postmaster, its live children
+# (backends, checkpointer, WAL writer, autovacuum…), and the children that have exited —
+# the kernel adds those to the postmaster's cutime/cstime when it reaps them, so a backend
+# whose client disconnected between two readings is still counted, once. Readings are taken
+# while no connection opens or closes (before a run starts, after it ended and settled).
+postgres_cpu() {
+  local postmaster
+  postmaster=$(head -1 "$data/postgres/data/postmaster.pid")
+  # cat fails when a process exits between the glob and the read (this machine runs other
+  # things too); pipefail must not make that a silent exit of the script.
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$postmaster" -v hz="$hz" '
+    { pid = $1; rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ") }
+    pid == pm { t += f[12] + f[13] + f[14] + f[15] }
+    f[2] == pm { t += f[12] + f[13] }
+    END { printf "%.2f\n", t / hz }'
+}
+
+# Runs wrk with the arguments given (its script's done() prints "latency_us p50 N p99 N"), between
+# two CPU readings. Output in $data/wrk.out and $data/wrk.err; sets wrk_requests, wrk_rps,
+# wrk_p50 and wrk_p99 (µs), wrk_baton_cpu and wrk_pg_cpu (µs of CPU per request).
+measured_wrk() {
+  local baton0 pg0 baton1 pg1
+  baton0=$(process_cpu "$serve_pid"); pg0=$(postgres_cpu)
+  wrk "$@" >"$data/wrk.out" 2>"$data/wrk.err" || { echo "wrk failed:" >&2; cat "$data/wrk.err" >&2; exit 1; }
+  baton1=$(process_cpu "$serve_pid"); pg1=$(postgres_cpu)
+  wrk_requests=$(awk '/requests in/ {print $1}' "$data/wrk.out")
+  wrk_rps=$(awk '/^Requests\/sec/ {print $2}' "$data/wrk.out")
+  wrk_p50=$(awk '/^latency_us/ {print $3}' "$data/wrk.out")
+  wrk_p99=$(awk '/^latency_us/ {print $5}' "$data/wrk.out")
+  [ -n "$wrk_p50" ] || { echo "wrk printed no latency line (its script needs the done() of command.lua)" >&2; exit 1; }
+  [ "${wrk_requests:-0}" -gt 0 ] || { echo "wrk got no answers:" >&2; cat "$data/wrk.out" >&2; exit 1; }
+  wrk_baton_cpu=$(awk -v a="$baton0" -v b="$baton1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+  wrk_pg_cpu=$(awk -v a="$pg0" -v b="$pg1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+}
+
+# Runs pgbench with the arguments given plus --log, between two PostgreSQL CPU readings.
+# Sets pg_tps, pg_p50 and pg_p99 (µs, from the per-transaction log) and pg_cpu (µs of
+# PostgreSQL CPU per transaction). Output in $data/pgbench.log.
+measured_pgbench() {
+  local pg0 pg1 transactions
+  rm -f "$data"/pgbench_tx.*
+  pg0=$(postgres_cpu)
+  "$pgbench" "$@" --log --log-prefix="$data/pgbench_tx" >"$data/pgbench.log" 2>&1 \
+    || { echo "pgbench failed:" >&2; grep -v '^pgbench: client' "$data/pgbench.log" | head -20 >&2; exit 1; }
+  sleep 0.2 # the postmaster reaps the exited backends (their CPU moves to its cutime/cstime)
+  pg1=$(postgres_cpu)
+  pg_tps=$(awk '/^tps/ {print $3}' "$data/pgbench.log")
+  # Log lines: client, transaction, latency (µs), script, epoch s, µs.
+  cat "$data"/pgbench_tx.* | awk '{print $3}' | sort -n >"$data/pgbench.latency"
+  transactions=$(wc -l <"$data/pgbench.latency")
+  [ "$transactions" -gt 0 ] || { echo "pgbench logged no transactions; see $data/pgbench.log" >&2; exit 1; }
+  pg_p50=$(percentile 50 <"$data/pgbench.latency")
+  pg_p99=$(percentile 99 <"$data/pgbench.latency")
+  pg_cpu=$(awk -v a="$pg0" -v b="$pg1" -v n="$transactions" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+}
+
+# The $1th percentile (nearest rank) of the sorted numbers on standard input.
+percentile() {
+  awk -v p="$1" '{a[NR] = $1} END {if (NR == 0) exit 1; i = int(p / 100 * NR + 0.999999); if (i < 1) i = 1; print a[i]}'
+}
+
+# µs to ms with two decimals.
+ms() { awk -v us="$1" 'BEGIN {printf "%.2f", us / 1000}'; }
+
+# The median of column $2 of file $1 (one line per round).
+column_median() {
+  awk -v k="$2" '{print $k}' "$1" | median
+}
+
+# The header of the table comparing Baton with pgbench; $1 names what one request is.
+comparison_header() {
+  echo "| DB connections | HTTP connections | pgbench tps | Baton $1s/s | ratio | pgbench p50 ms | pgbench p99 ms | Baton p50 ms | Baton p99 ms | PostgreSQL CPU µs/tx (pgbench) | PostgreSQL CPU µs/$1 (Baton) | Baton CPU µs/$1 |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+}
+
+# A row of that table for $1 database and $2 HTTP connections: the median of each column over
+# the rounds in $data/pg ("tps p50 p99 cpu" per pgbench run) and $data/wrk ("rps p50 p99
+# postgres-cpu baton-cpu" per wrk run).
+comparison_row() {
+  awk -v n="$1" -v c="$2" -v pg="$(column_median "$data/pg" 1)" -v rps="$(column_median "$data/wrk" 1)" \
+    -v pg50="$(column_median "$data/pg" 2)" -v pg99="$(column_median "$data/pg" 3)" \
+    -v b50="$(column_median "$data/wrk" 2)" -v b99="$(column_median "$data/wrk" 3)" \
+    -v pgcpu="$(column_median "$data/pg" 4)" -v bpgcpu="$(column_median "$data/wrk" 4)" -v bcpu="$(column_median "$data/wrk" 5)" \
+    'BEGIN { printf "| %d | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f |\n",
+             n, c, pg, rps, rps / pg, pg50 / 1000, pg99 / 1000, b50 / 1000, b99 / 1000, pgcpu, bpgcpu, bcpu }'
+}
+
+# The playlist screen as one user, the load of screen-vs-pgbench, scaling and soak: sets
+# screen_url, exports the token screen.lua sends, and prints what one answer is. Baton must be
+# running, with the demo data seeded.
+screen_playlist=11111111-0000-4000-8000-000000000001
+screen_user=bench-screen
+prepare_screen() {
+  BATON_BENCH_TOKEN=$("$baton" token "$screen_user")
+  export BATON_BENCH_TOKEN
+  screen_url="http://127.0.0.1:$port/v3/screens/playlist?id=$screen_playlist"
+  curl -sf -H "Authorization: Bearer $BATON_BENCH_TOKEN" -H "X-Client-Platform: ios" "$screen_url" >"$data/screen.json" \
+    || { echo "the playlist screen did not answer 200" >&2; exit 1; }
+  echo "GET /v3/screens/playlist?id=$screen_playlist as user:$screen_user: $(wc -c <"$data/screen.json") bytes," \
+    "$(grep -o '"type":"startFlow"' "$data/screen.json" | wc -l) start actions."
+}
+
+# measured_wrk on the screen for $1 (a wrk duration) with $2 connections, failing on any
+# answer but 2xx and on any socket error (a timeout included: wrk's is 30 s here, so a slow
+# answer is measured, not dropped).
+screen_wrk() {
+  measured_wrk -t1 -c"$2" -d"$1" --timeout 30s -s "$here/screen.lua" "$screen_url"
+  if grep -qE 'Non-2xx|Socket errors' "$data/wrk.out"; then echo "wrk saw errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
+}

@@ -3,7 +3,7 @@
 # UPDATE, UPDATE, INSERT) under wrk, beside pgbench running the same statements with the same
 # number of connections against the same server, in the same run.
 #
-#   Benchmarks/e2e/probe-vs-pgbench.sh [--connections "2 4 8"] [--seconds 10] [--rounds 3] [--no-build]
+#   Benchmarks/e2e/probe-vs-pgbench.sh [--connections "2 4 8"] [--seconds 10] [--rounds 3] [--baton PATH | --no-build]
 #
 # Each round runs pgbench (one statement per round trip, -M prepared), pgbench pipelined (the
 # same two round trips Baton makes) and wrk against Baton, back to back; the table reports the
@@ -18,6 +18,7 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2;;
     --rounds) rounds=$2; shift 2;;
     --no-build) build=0; shift;;
+    --baton) baton_bin=$2; shift 2;;
     --port) port=$2; shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;
   esac

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Throughput of a screen over HTTP — GET /v3/screens/playlist?id=… as a signed-in user: bearer
+# token checked, the screen's loaders run in one read-only transaction (the playlist, its 9
+# tracks, the user's favourite), the template rendered with a signed start payload for each
+# action, the screen fitted to the client and encoded (about 5 KB) — under wrk, beside pgbench
+# running the loaders' statements (screen-playlist.pgbench, captured with log_statement = all;
+# capture-statements.sh shows them again) with the same number of database connections,
+# against the same server, in the same run; with p50/p99 latency of both and the CPU each side
+# costs per screen.
+#
+#   Benchmarks/e2e/screen-vs-pgbench.sh [--connections "2 4 8"] [--seconds 10] [--rounds 3]
+#       [--http-per-connection 4] [--baton PATH | --no-build] [--port 8086]
+#
+# Columns as in command-vs-pgbench.sh (median of the rounds): throughput of both and Baton /
+# pgbench; latency from pgbench's per-transaction log (--log) and from wrk's histogram; CPU
+# per screen from /proc: PostgreSQL's (the embedded cluster's postmaster and all its
+# processes) during each side's run, and Baton's serve process during its run. wrk opens
+# --http-per-connection HTTP connections per database connection, so Baton's latency includes
+# the wait for a pool connection; with 1, both sides have the same number of requests in
+# flight. Every request is the same (one user, one playlist): wrk sends it without Lua.
+# Needs wrk and PostgreSQL's server binaries (scripts/bootstrap.sh --bench).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+connections="2 4 8"; seconds=10; rounds=3; build=1; port=8086; per_connection=4
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --connections) connections=$2; shift 2;;
+    --seconds) seconds=$2; shift 2;;
+    --rounds) rounds=$2; shift 2;;
+    --http-per-connection) per_connection=$2; shift 2;;
+    --no-build) build=0; shift;;
+    --baton) baton_bin=$2; shift 2;;
+    --port) port=$2; shift 2;;
+    *) echo "unknown option $1" >&2; exit 2;;
+  esac
+done
+. "$here/common.sh"
+export BATON_SIGNING_KEYS="bench:$(head -c 32 /dev/urandom | base64)"
+export BATON_JWT_HS256_SECRET="bench-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+
+start_baton 2
+LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
+prepare_screen
+echo
+
+comparison_header screen
+for n in $connections; do
+  start_baton "$n"
+  wrk_connections=$((n * per_connection))
+  pgbench_args=(-n -c "$n" -j 1 -M prepared -D playlist="$screen_playlist" -D subject="user:$screen_user" -f "$here/screen-playlist.pgbench")
+  # Warm-up: prepared statements, caches, connections.
+  screen_wrk 3s "$wrk_connections"
+  measured_pgbench "${pgbench_args[@]}" -T 3
+  : >"$data/pg"; : >"$data/wrk"
+  for _ in $(seq 1 "$rounds"); do
+    measured_pgbench "${pgbench_args[@]}" -T "$seconds"
+    echo "$pg_tps $pg_p50 $pg_p99 $pg_cpu" >>"$data/pg" # the columns comparison_row reads
+    screen_wrk "${seconds}s" "$wrk_connections"
+    echo "$wrk_rps $wrk_p50 $wrk_p99 $wrk_pg_cpu $wrk_baton_cpu" >>"$data/wrk"
+  done
+  comparison_row "$n" "$wrk_connections"
+done
