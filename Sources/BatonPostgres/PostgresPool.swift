@@ -314,43 +314,39 @@ public final class PostgresPool: Sendable {
     ) async throws -> R {
         let loop = slot.loop
         if !loop.inLoop { await withUnsafeContinuation { continuation in loop.execute { continuation.resume() } } }
-        let timedOut = PostgresError(code: .timedOut, message: "the database did not answer within \(limit); the call was abandoned")
+        func timedOut() -> PostgresError {
+            PostgresError(code: .timedOut, message: "the database did not answer within \(limit); the call was abandoned")
+        }
         let call = CallState()
         let timer = loop.schedule(after: deadline - .now) { [self] in
             call.expired = true
-            call.connection?.abort(timedOut)
-            call.connecting?.resume(returning: .failure(timedOut))
+            call.connection?.abort(timedOut())
+            call.connecting?.resume(returning: .failure(timedOut()))
             call.connecting = nil
             deadlinePassed()
         }
         defer { loop.cancelTimer(timer) }
+        let connection: PostgresConnection
         do {
             if let existing = slot.connection, !existing.checkAlive() {
                 slot.connection = nil
                 state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 }
             }
-            let connection: PostgresConnection
             if let existing = slot.connection {
                 connection = existing
             } else {
                 connection = try await connect(on: loop, call: call)
                 slot.connection = connection
             }
-            call.connection = connection
-            let value: R
-            do {
-                value = try await body(connection)
-            } catch {
-                finish(slot, connection)
-                throw call.expired ? timedOut : error
-            }
-            finish(slot, connection)
-            if call.expired { throw timedOut }
-            return value
         } catch {
-            if slot.connection == nil || call.expired { release(slot) }
-            throw call.expired ? timedOut : error
+            release(slot)
+            throw call.expired ? timedOut() : error
         }
+        call.connection = connection
+        let result = await Result { try await body(connection) }
+        finish(slot, connection)
+        if call.expired { throw timedOut() }
+        return try result.get()
     }
 
     /// After a body: a connection that broke, that a deadline cut, or that the body left inside

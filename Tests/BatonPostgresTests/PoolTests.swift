@@ -103,6 +103,15 @@ struct PoolTests {
             }
         }
         #expect(try await pool.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0) == 1)
+        // The broken connection's place was given back once: nothing is counted as held, and
+        // both places still serve calls at once.
+        let statistics = pool.statistics
+        #expect(statistics.inUse == 0 && statistics.waiters == 0, "\(statistics)")
+        #expect(statistics.connectionsDiscarded == 1)
+        async let first = pool.query("SELECT pg_sleep(0.2)")
+        async let second = pool.query("SELECT pg_sleep(0.2)")
+        _ = try await (first, second)
+        #expect(pool.statistics.open <= 2, "\(pool.statistics)")
     }
 
     @Test("an unreachable server fails fast with connectionFailed, classified as unavailable")
