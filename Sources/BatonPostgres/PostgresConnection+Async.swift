@@ -215,10 +215,10 @@ extension PostgresConnection {
     /// `reason` at once, the server is asked to cancel (on a thread of its own: that request
     /// can hang on a silent network too) and the socket is shut down, so the connection is
     /// never used again.
-    func abort(_ reason: PostgresError) {
+    func abort(_ reason: PostgresError, cancelStatement: Bool = true) {
         guard abortReason == nil else { return }
         abortReason = reason
-        if let cancelToken {
+        if cancelStatement, let cancelToken {
             let thread = Thread { cancelToken.send() }
             thread.name = "baton-db-cancel"
             thread.start()
@@ -228,6 +228,24 @@ extension PostgresConnection {
             shutdown(socket, Int32(SHUT_RDWR))
             loop?.wake(socket: socket)
         }
+    }
+
+    /// Waits until the server sends something unprompted (a notification, or the end).
+    func waitUntilReadable() async throws {
+        _ = try await waitForSocket(Int16(POLLIN))
+    }
+
+    /// Opens a connection on a short-lived thread of its own (libpq connects blocking) and
+    /// binds it to `loop`.
+    static func open(conninfo: String, limits: Limits = Limits(), on loop: PostgresEventLoop) async throws -> PostgresConnection {
+        let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(returning: Result { try PostgresConnection(conninfo: conninfo, limits: limits) })
+            }
+        }
+        let connection = try opened.get()
+        connection.attach(to: loop)
+        return connection
     }
 
     /// Makes this connection non-blocking and binds it to `loop`.

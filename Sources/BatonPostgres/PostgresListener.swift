@@ -5,10 +5,11 @@ import Synchronization
 /// `LISTEN` on one channel over a connection of its own, reporting notifications as they
 /// arrive and reconnecting (with backoff) when the connection breaks.
 ///
-/// The connection sits on a thread of its own, waiting in `poll` on the socket with a short
-/// timeout, so stopping takes at most that long. Notifications that arrive while it is
-/// disconnected are lost (PostgreSQL does not queue them for absent listeners): a client must
-/// re-check what it listens for on every ``Event/connected``.
+/// The connection is driven by a ``PostgresEventLoop`` like a pool's: no thread is parked on
+/// it; the loop's `poll` sees the socket readable and the listener's task reads what arrived.
+/// Events are reported on the loop's thread, so `onEvent` must return quickly. Notifications
+/// that arrive while it is disconnected are lost (PostgreSQL does not queue them for absent
+/// listeners): a client must re-check what it listens for on every ``Event/connected``.
 public final class PostgresListener: Sendable {
     /// What the listener saw.
     public enum Event: Sendable, Equatable {
@@ -23,10 +24,11 @@ public final class PostgresListener: Sendable {
     private let conninfo: String
     private let channel: String
     private let onEvent: @Sendable (Event) -> Void
+    private let loop: PostgresEventLoop
     private let stopped = Atomic<Bool>(false)
-    /// The socket of the live connection, so ``disconnect()`` can break it from outside.
-    private let socket = Mutex<Int32>(-1)
-    private let finished = DispatchSemaphore(value: 0)
+    /// The live connection, so ``disconnect()`` can break it from outside; and the task.
+    private let current = Mutex<PostgresConnection?>(nil)
+    private let task = Mutex<Task<Void, Never>?>(nil)
 
     /// - Parameter channel: a plain identifier (letters, digits, `_`); it is not quoted.
     public init(conninfo: String, channel: String, onEvent: @escaping @Sendable (Event) -> Void) {
@@ -34,71 +36,69 @@ public final class PostgresListener: Sendable {
         self.conninfo = conninfo
         self.channel = channel
         self.onEvent = onEvent
+        self.loop = PostgresEventLoop.shared[0]
     }
 
-    /// Starts listening on a thread of its own.
+    /// Starts listening.
     public func start() {
-        let thread = Thread { [self] in
-            run()
-            finished.signal()
-        }
-        thread.name = "baton-listen"
-        thread.start()
+        let loop = loop
+        let running = Task { await withTaskExecutorPreference(loop) { await self.run() } }
+        task.withLock { $0 = running }
     }
 
-    /// Stops listening and waits for the thread to end.
+    /// Stops listening and waits until the listener has let go of its connection.
     public func stop() async {
         guard !stopped.exchange(true, ordering: .sequentiallyConsistent) else { return }
         disconnect()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                self.finished.wait()
-                continuation.resume()
-            }
-        }
+        let running = task.withLock { $0 }
+        running?.cancel()  // ends a backoff sleep at once
+        await running?.value
     }
 
-    /// Breaks the current connection (the listener reconnects): what a network cut does.
+    /// Breaks the live connection (tests: a lost connection); the listener reconnects.
     public func disconnect() {
-        socket.withLock { if $0 >= 0 { shutdown($0, Int32(SHUT_RDWR)) } }
+        let reason = PostgresError(code: .connectionLost, message: "the listener's connection was cut")
+        loop.execute { [self] in current.withLock { $0 }?.abort(reason, cancelStatement: false) }
     }
 
-    private func run() {
+    private func run() async {
         var backoff = 0.2
         while !stopped.load(ordering: .sequentiallyConsistent) {
             let connection: PostgresConnection
             do {
-                connection = try PostgresConnection(conninfo: conninfo)
-                try connection.execute("LISTEN \(channel)")
+                connection = try await PostgresConnection.open(conninfo: conninfo, on: loop)
+                try await connection.execute("LISTEN \(channel)")
             } catch {
                 onEvent(.disconnected("\(error)"))
-                Thread.sleep(forTimeInterval: backoff)
+                try? await Task.sleep(for: .milliseconds(Int(backoff * 1000)))
                 backoff = min(backoff * 2, 5)
                 continue
             }
             backoff = 0.2
-            let fd = PQsocket(connection.handle)
-            socket.withLock { $0 = fd }
+            current.withLock { $0 = connection }
+            // Stopped meanwhile: the disconnect came before the connection was known.
+            if stopped.load(ordering: .sequentiallyConsistent) { break }
             onEvent(.connected)
             var reason = "the connection closed"
             while !stopped.load(ordering: .sequentiallyConsistent) {
-                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&descriptor, 1, 250)
-                if ready < 0, errno != EINTR { break }
-                if ready > 0 {
-                    guard PQconsumeInput(connection.handle) == 1 else {
-                        reason = String(cString: PQerrorMessage(connection.handle)).trimmingCharacters(in: .whitespacesAndNewlines)
-                        break
-                    }
-                    while let notification = PQnotifies(connection.handle) {
-                        let payload = String(cString: notification.pointee.extra)
-                        PQfreemem(notification)
-                        onEvent(.notification(payload))
-                    }
+                do {
+                    try await connection.waitUntilReadable()
+                } catch {
+                    reason = "\(error)"
+                    break
+                }
+                guard PQconsumeInput(connection.handle) == 1 else {
+                    reason = String(cString: PQerrorMessage(connection.handle)).trimmingCharacters(in: .whitespacesAndNewlines)
+                    break
+                }
+                while let notification = PQnotifies(connection.handle) {
+                    let payload = String(cString: notification.pointee.extra)
+                    PQfreemem(notification)
+                    onEvent(.notification(payload))
                 }
                 guard PQstatus(connection.handle) == CONNECTION_OK else { break }
             }
-            socket.withLock { $0 = -1 }
+            current.withLock { $0 = nil }
             if !stopped.load(ordering: .sequentiallyConsistent) { onEvent(.disconnected(reason)) }
         }
     }
