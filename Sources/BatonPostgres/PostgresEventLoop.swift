@@ -15,10 +15,12 @@ import Synchronization
 /// Everything the loop owns (waiters, timers) is touched only on its thread; other threads
 /// reach it through ``execute(_:)``, which wakes it through a pipe only when it sleeps.
 public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
-    /// The loops every pool shares: one per core, at most four.
-    public static let shared: [PostgresEventLoop] = (0..<min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))).map {
-        PostgresEventLoop(name: "baton-db-io-\($0)")
-    }
+    /// The loops every pool shares: `BATON_DB_LOOPS` of them, else one per core, at most four.
+    public static let shared: [PostgresEventLoop] = {
+        let configured = ProcessInfo.processInfo.environment["BATON_DB_LOOPS"].flatMap { Int($0) }
+        let count = min(16, max(1, configured ?? min(4, ProcessInfo.processInfo.activeProcessorCount)))
+        return (0..<count).map { PostgresEventLoop(name: "baton-db-io-\($0)") }
+    }()
 
     private enum Work {
         case job(UnownedJob)

@@ -1,11 +1,19 @@
 import Hummingbird
+import NIOCore
+import NIOPosix
+import Synchronization
 
 /// Every request answers within its deadline (`http.request.timeout`): if the handler has not
 /// answered by then it is cancelled and the client gets `503 unavailable` with `Retry-After`.
 ///
-/// A backstop: database calls have shorter deadlines of their own (`database.timeout`), so a
-/// handler waiting on a silent database has already answered 503 by then. What this catches is
-/// anything else that waits too long.
+/// A backstop: database calls have shorter deadlines of their own (`database.timeout`) and
+/// service calls a budget below it, so a handler waiting on a silent database or service has
+/// already answered 503 by then. What this catches is anything else that waits too long.
+///
+/// The handler runs in the request's own task, and the deadline is a timer on the request's
+/// event loop that cancels that task: no child tasks and no `Task.sleep` per request (a sleep
+/// is a libdispatch timer, which cost every request two thread wake-ups). Every wait in Baton
+/// ends on cancellation, so a cancelled handler returns at once and the answer is the 503.
 public struct RequestDeadlineMiddleware: RouterMiddleware {
     public typealias Context = BatonRequestContext
 
@@ -16,23 +24,50 @@ public struct RequestDeadlineMiddleware: RouterMiddleware {
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let timeout = self.timeout
-        return try await withoutActuallyEscaping(next) { next in
-            // The group outlives neither child, so `next` never escapes this call; the rest of the
-            // chain is made of Sendable responders, so running it on the child task is safe.
-            nonisolated(unsafe) let handler = next
-            return try await withThrowingTaskGroup(of: Response?.self) { group in
-                group.addTask { try await handler(request, context) }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let response = first else {
-                    throw APIError.unavailable("the request did not complete within its deadline; try again shortly")
-                }
-                return response
+        let deadline = Deadline()
+        let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
+        let timer = withUnsafeCurrentTask { task in
+            let task = UnsafeTaskReference(task)
+            return loop.scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+                deadline.expire { task.cancel() }
             }
         }
+        let outcome: Result<Response, any Error>
+        do { outcome = .success(try await next(request, context)) } catch { outcome = .failure(error) }
+        timer.cancel()
+        if deadline.finish() {
+            throw APIError.unavailable("the request did not complete within its deadline; try again shortly")
+        }
+        return try outcome.get()
     }
+}
+
+/// Whether a request's deadline passed; the timer cancels the task only while it still runs.
+private final class Deadline: Sendable {
+    /// (finished, expired)
+    private let state = Mutex((false, false))
+
+    func expire(_ cancel: () -> Void) {
+        state.withLock { state in
+            guard !state.0 else { return }
+            state.1 = true
+            cancel()
+        }
+    }
+
+    /// Marks the request finished; returns whether the deadline had passed.
+    func finish() -> Bool {
+        state.withLock { state in
+            state.0 = true
+            return state.1
+        }
+    }
+}
+
+/// The request's task, for the timer to cancel. Only used under ``Deadline``'s lock while the
+/// task is known to be running (it is marked finished before it can end).
+private struct UnsafeTaskReference: @unchecked Sendable {
+    let task: UnsafeCurrentTask?
+    init(_ task: UnsafeCurrentTask?) { self.task = task }
+    func cancel() { task?.cancel() }
 }

@@ -1,0 +1,56 @@
+import BatonPostgres
+import BatonTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+@Suite("LISTEN/NOTIFY on a database loop")
+struct ListenerTests {
+    /// Collects a listener's events and lets a test wait for one.
+    final class Events: Sendable {
+        private let seen = Mutex<[PostgresListener.Event]>([])
+
+        func record(_ event: PostgresListener.Event) { seen.withLock { $0.append(event) } }
+
+        var all: [PostgresListener.Event] { seen.withLock { $0 } }
+
+        /// Waits (up to 10 s) until `count` events match `predicate`.
+        func wait(for count: Int = 1, _ predicate: (PostgresListener.Event) -> Bool) async throws {
+            for _ in 0..<1000 {
+                if all.filter(predicate).count >= count { return }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            Issue.record("waited 10 s for an event; saw \(all)")
+        }
+    }
+
+    @Test("notifications arrive; a killed connection is reported and re-established; stop returns promptly", .timeLimit(.minutes(1)))
+    func reconnects() async throws {
+        let conninfo = try await TestDatabase.make()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2))
+        let events = Events()
+        let listener = PostgresListener(conninfo: conninfo, channel: "baton_test") { events.record($0) }
+        listener.start()
+        try await events.wait { $0 == .connected }
+        try await pool.query("SELECT pg_notify('baton_test', 'one')")
+        try await events.wait { $0 == .notification("one") }
+
+        // The server ends the listener's backend: the listener says so and listens again.
+        try await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN baton_test'")
+        try await events.wait { if case .disconnected = $0 { true } else { false } }
+        try await events.wait(for: 2) { $0 == .connected }
+        try await pool.query("SELECT pg_notify('baton_test', 'two')")
+        try await events.wait { $0 == .notification("two") }
+
+        // No thread is parked on the connection: stopping breaks it at once.
+        let started = ContinuousClock.now
+        await listener.stop()
+        #expect(ContinuousClock.now - started < .seconds(2))
+        try await pool.query("SELECT pg_notify('baton_test', 'three')")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!events.all.contains(.notification("three")), "nothing is reported after stop")
+        let listening = try await pool.query("SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN baton_test' AND state = 'idle'")
+        #expect(try listening[0].decode(Int.self, at: 0) == 0, "the connection is closed")
+        await pool.close()
+    }
+}
