@@ -15,10 +15,16 @@ import Synchronization
 /// Everything the loop owns (waiters, timers) is touched only on its thread; other threads
 /// reach it through ``execute(_:)``, which wakes it through a pipe only when it sleeps.
 public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
-    /// The loops every pool shares: `BATON_DB_LOOPS` of them, else one per core, at most four.
+    /// The loops every pool shares: `BATON_DB_LOOPS` of them (1–64), else 8.
+    ///
+    /// A body's own CPU work (the flow step, rendering, encoding) runs on its connection's
+    /// loop, and while it runs, that loop's other connections wait for their answers to be
+    /// read. Measured on 2 cores with a pool of 8 (docs/benchmarks.md), two loops held
+    /// connections longer and cost throughput; eight — about a loop per connection, which the
+    /// kernel schedules preemptively — served the most screens per second at the least CPU.
     public static let shared: [PostgresEventLoop] = {
         let configured = ProcessInfo.processInfo.environment["BATON_DB_LOOPS"].flatMap { Int($0) }
-        let count = min(16, max(1, configured ?? min(4, ProcessInfo.processInfo.activeProcessorCount)))
+        let count = min(64, max(1, configured ?? 8))
         return (0..<count).map { PostgresEventLoop(name: "baton-db-io-\($0)") }
     }()
 
