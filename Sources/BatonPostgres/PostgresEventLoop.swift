@@ -147,25 +147,29 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     // MARK: - The loop
 
     private func run() {
-        var descriptors: [pollfd] = []
+        // Reused every turn, never shared, so no turn allocates: the jobs to run (swapped with
+        // the inbox under its lock) and the descriptors handed to `poll`.
+        var batch = Deque<Work>(minimumCapacity: 64)
+        let descriptors = UnsafeMutableBufferPointer<pollfd>.allocate(capacity: 1024)
+        defer { descriptors.deallocate() }
         while true {
             // Run what is queued; jobs queued meanwhile wait for the next turn, after the sockets.
-            var batch = inbox.withLock { inbox -> Deque<Work> in
-                let batch = inbox.work
-                inbox.work.removeAll(keepingCapacity: true)
-                return batch
-            }
+            inbox.withLock { inbox in swap(&inbox.work, &batch) }
             while let work = batch.popFirst() {
                 switch work {
                 case .job(let job): job.runSynchronously(on: asUnownedTaskExecutor())
                 case .closure(let body): body()
                 }
             }
-            descriptors.removeAll(keepingCapacity: true)
-            descriptors.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
-            for (socket, waiter) in waiters { descriptors.append(pollfd(fd: socket, events: waiter.events, revents: 0)) }
+            descriptors[0] = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
+            var count = 1
+            for (socket, waiter) in waiters where count < descriptors.count {
+                descriptors[count] = pollfd(fd: socket, events: waiter.events, revents: 0)
+                count += 1
+            }
             var timeout: Int32 = -1
-            if let due = timers.map(\.due).min() {
+            if var due = timers.first?.due {
+                for timer in timers where timer.due < due { due = timer.due }
                 let left = due - .now
                 timeout = left <= .zero ? 0 : Int32(min(1000, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1))
             }
@@ -174,28 +178,32 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                 inbox.sleeping = true
                 return false
             }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), mustSpin ? 0 : timeout)
+            let ready = poll(descriptors.baseAddress, nfds_t(count), mustSpin ? 0 : timeout)
             inbox.withLock { inbox in
                 inbox.sleeping = false
                 inbox.woken = false
             }
             if ready > 0 {
                 if descriptors[0].revents != 0 {
-                    var sink = [UInt8](repeating: 0, count: 64)
-                    while read(wakeRead, &sink, sink.count) > 0 {}
+                    var sink: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+                    while withUnsafeMutableBytes(of: &sink, { read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
                 }
-                for descriptor in descriptors.dropFirst() where descriptor.revents != 0 {
-                    if let waiter = waiters.removeValue(forKey: descriptor.fd) {
-                        waiter.continuation.resume(returning: descriptor.revents)
+                for index in 1..<count where descriptors[index].revents != 0 {
+                    if let waiter = waiters.removeValue(forKey: descriptors[index].fd) {
+                        waiter.continuation.resume(returning: descriptors[index].revents)
                     }
                 }
             }
             if !timers.isEmpty {
                 let now = ContinuousClock.now
-                let due = timers.filter { $0.due <= now }
-                if !due.isEmpty {
-                    timers.removeAll { $0.due <= now }
-                    for timer in due { timer.action() }
+                var index = 0
+                while index < timers.count {
+                    if timers[index].due <= now {
+                        let timer = timers.remove(at: index)
+                        timer.action()
+                    } else {
+                        index += 1
+                    }
                 }
             }
         }

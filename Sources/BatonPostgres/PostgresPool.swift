@@ -134,8 +134,9 @@ public final class PostgresPool: Sendable {
     ) async throws -> R {
         let limit = timeout ?? configuration.callTimeout
         let deadline = ContinuousClock.now + limit
-        let slot = try await acquire(deadline: deadline)
+        // The caller's event loop, before waiting for a connection may move it to another.
         let home = MultiThreadedEventLoopGroup.currentEventLoop
+        let slot = try await acquire(deadline: deadline)
         let result = await Result {
             try await withTaskExecutorPreference(slot.loop) { try await run(body, on: slot, deadline: deadline, limit: limit) }
         }
