@@ -90,6 +90,11 @@ package struct JSONWriter: ~Copyable {
         }
     }
 
+    /// `object`, as `write(.object(object))` would write it.
+    package mutating func write(_ object: borrowing JSONObject) {
+        write(members: object)
+    }
+
     private mutating func write(elements: borrowing [JSONValue]) {
         write(byte: UInt8(ascii: "["))
         elements.withUnsafeBufferPointer { elements in
@@ -104,7 +109,7 @@ package struct JSONWriter: ~Copyable {
 
     private mutating func write(members object: borrowing JSONObject) {
         write(byte: UInt8(ascii: "{"))
-        object.keys.elements.withUnsafeBufferPointer { keys in
+        _ = object.keys.withContiguousStorageIfAvailable { keys in
             object.values.withUnsafeBufferPointer { values in
                 guard let firstKey = keys.baseAddress, let firstValue = values.baseAddress else { return }
                 for index in keys.indices {
@@ -114,6 +119,20 @@ package struct JSONWriter: ~Copyable {
             }
         }
         write(byte: UInt8(ascii: "}"))
+    }
+
+    /// The name of member `index` of `object`, as `writeKey(_:first:)` writes it, read where
+    /// it lies: a member-by-member writer (the downgrade pass) passes the object and an index
+    /// rather than a copy of the name.
+    package mutating func writeKey(at index: Int, of object: borrowing JSONObject, first: inout Bool) {
+        let isFirst = first
+        _ = object.keys.withContiguousStorageIfAvailable { keys in writeKey(at: keys.baseAddress! + index, isFirst: isFirst) }
+        first = false
+    }
+
+    /// The value of member `index` of `object`, as `write(_:)` writes it, read where it lies.
+    package mutating func write(valueAt index: Int, of object: borrowing JSONObject) {
+        object.values.withUnsafeBufferPointer { values in writeElement(at: values.baseAddress! + index) }
     }
 
     /// A member name of an object being written, read where it lies (see the type's comment).
@@ -247,7 +266,8 @@ package struct JSONWriter: ~Copyable {
     /// pointers. One pass, eight bytes at a time: each word is stored whole, then checked;
     /// where it holds a byte to escape, the output keeps the bytes before that one and the
     /// escape is written over the rest. Needs room for six bytes per input byte up to `stop`
-    /// and 24 more (a word loaded past `stop` within the string, an escape, a word's slack).
+    /// and 32 more (two words loaded past `stop` within the string, or a word and an escape,
+    /// and the slack of two whole words stored).
     /// Reads nothing outside `start..<end`.
     @inline(__always)
     private static func appendEscaped(
@@ -256,6 +276,18 @@ package struct JSONWriter: ~Copyable {
     ) {
         while input < stop {
             let remaining = end - input
+            if remaining >= 16 {
+                // Two words at a time while neither needs an escape (most of a long string).
+                let low = UInt64(littleEndian: UnsafeRawPointer(input).loadUnaligned(as: UInt64.self))
+                let high = UInt64(littleEndian: UnsafeRawPointer(input).loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                UnsafeMutableRawPointer(out).storeBytes(of: low.littleEndian, as: UInt64.self)
+                UnsafeMutableRawPointer(out).storeBytes(of: high.littleEndian, toByteOffset: 8, as: UInt64.self)
+                if specialBytes(low) | specialBytes(high) == 0 {
+                    input += 16
+                    out += 16
+                    continue
+                }
+            }
             let word: UInt64
             let taken: Int
             if remaining >= 8 {
