@@ -505,9 +505,11 @@ private struct FitPass: ~Copyable {
 
         /// The fallback of the action in `field`, if it is performed as one.
         func retypedAction(_ field: String) -> (action: JSONObject, type: String)? {
-            guard retyped != nil else { return nil }
-            if let retyped, same(retyped.field, field) { return (retyped.action, retyped.type) }
-            for entry in moreRetyped where same(entry.field, field) { return (entry.action, entry.type) }
+            guard let first = retyped?.field else { return nil }
+            if same(first, field) { return retyped.map { ($0.action, $0.type) } }
+            for index in moreRetyped.indices where same(moreRetyped[index].field, field) {
+                return (moreRetyped[index].action, moreRetyped[index].type)
+            }
             return nil
         }
     }
@@ -869,8 +871,8 @@ private struct NameTable<Value: Sendable>: Sendable {
     @inline(__always)
     private static func slot(_ name: String) -> Int {
         let utf8 = name.utf8
-        guard let first = utf8.first else { return 0 }
-        return utf8.count &* 31 &+ Int(first) &* 7
+        guard !utf8.isEmpty else { return 0 }
+        return utf8.count &* 31 &+ Int(utf8[utf8.startIndex]) &* 7
     }
 
     subscript(name: String) -> Value? {

@@ -309,7 +309,7 @@ package struct JSONWriter: ~Copyable {
             let plain = special.trailingZeroBitCount &>> 3
             input += plain
             out += plain
-            escape(&input, end: end, to: &out)
+            (input, out) = escape(input, end: end, to: out)
         }
     }
 
@@ -317,9 +317,10 @@ package struct JSONWriter: ~Copyable {
     /// it, and moves past it. 0xE2 is escaped only as the lead of U+2028/U+2029.
     /// Not inlined (escapes are rare), and it reallocates nothing.
     @inline(never)
-    private static func escape(_ input: inout UnsafePointer<UInt8>, end: UnsafePointer<UInt8>, to out: inout UnsafeMutablePointer<UInt8>) {
+    private static func escape(
+        _ input: UnsafePointer<UInt8>, end: UnsafePointer<UInt8>, to out: UnsafeMutablePointer<UInt8>
+    ) -> (input: UnsafePointer<UInt8>, out: UnsafeMutablePointer<UInt8>) {
         let byte = input.pointee
-        input += 1
         let escaped: UInt8
         switch byte {
         case UInt8(ascii: "\""), UInt8(ascii: "\\"): escaped = byte
@@ -329,21 +330,18 @@ package struct JSONWriter: ~Copyable {
         case 0x08: escaped = UInt8(ascii: "b")
         case 0x0C: escaped = UInt8(ascii: "f")
         case 0xE2:
-            if end - input >= 2, input[0] == 0x80, input[1] == 0xA8 || input[1] == 0xA9 {
-                // "\u2028" or "\u2029"
-                out[0] = UInt8(ascii: "\\")
-                out[1] = UInt8(ascii: "u")
-                out[2] = UInt8(ascii: "2")
-                out[3] = UInt8(ascii: "0")
-                out[4] = UInt8(ascii: "2")
-                out[5] = input[1] == 0xA8 ? UInt8(ascii: "8") : UInt8(ascii: "9")
-                out += 6
-                input += 2
-            } else {
+            guard end - input >= 3, input[1] == 0x80, input[2] == 0xA8 || input[2] == 0xA9 else {
                 out.pointee = byte
-                out += 1
+                return (input + 1, out + 1)
             }
-            return
+            // "\u2028" or "\u2029"
+            out[0] = UInt8(ascii: "\\")
+            out[1] = UInt8(ascii: "u")
+            out[2] = UInt8(ascii: "2")
+            out[3] = UInt8(ascii: "0")
+            out[4] = UInt8(ascii: "2")
+            out[5] = input[2] == 0xA8 ? UInt8(ascii: "8") : UInt8(ascii: "9")
+            return (input + 3, out + 6)
         default:
             // Other control characters: "\u00XX"
             out[0] = UInt8(ascii: "\\")
@@ -352,12 +350,11 @@ package struct JSONWriter: ~Copyable {
             out[3] = UInt8(ascii: "0")
             out[4] = hexDigit(byte &>> 4)
             out[5] = hexDigit(byte & 0xF)
-            out += 6
-            return
+            return (input + 1, out + 6)
         }
         out[0] = UInt8(ascii: "\\")
         out[1] = escaped
-        out += 2
+        return (input + 1, out + 2)
     }
 
     /// The last `remaining` (1–7) bytes of a string, as the low bytes of a word (memory
