@@ -100,10 +100,11 @@ func same(_ a: String, _ b: String) -> Bool {
 @inline(__always)
 func memberIndex(_ object: JSONObject, _ key: String) -> Int? {
     guard object.count < 16 else { return object.index(forKey: key) }
-    return object.keys.elements.withUnsafeBufferPointer { keys in
+    // The keys' own storage: `keys.elements` would make an array of them (a retain and a release).
+    return object.keys.withContiguousStorageIfAvailable { keys in
         for index in keys.indices where same(keys[index], key) { return index }
         return nil
-    }
+    } ?? object.index(forKey: key)
 }
 
 /// The member `key` of an object.
