@@ -900,6 +900,8 @@ private enum ComponentSource {
         return nil
     }
 
+    /// The source's members in order (for a plan, the order `FitPass.writeComponent` writes
+    /// a planned component in).
     static func forEachMember(of object: JSONObject, plan: CompiledComponent.FallbackPlan?, _ body: (String, JSONValue) -> Void) {
         guard let plan else { return object.forEachMember(body) }
         body("type", plan.type)
