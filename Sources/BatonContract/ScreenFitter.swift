@@ -94,16 +94,31 @@ func same(_ a: String, _ b: String) -> Bool {
     a.utf8.count == b.utf8.count && a == b
 }
 
-/// A member of a small object by name, scanning with `same` (the objects of a screen have a
-/// handful of members; the ordered dictionary's own lookup compares more expensively).
+/// Where the member `key` of an object is. A small object is scanned with `same` (the
+/// objects of a screen have a handful of members; the ordered dictionary's own lookup
+/// hashes the key).
+@inline(__always)
+func memberIndex(_ object: JSONObject, _ key: String) -> Int? {
+    guard object.count < 16 else { return object.index(forKey: key) }
+    // The keys' own storage: `keys.elements` would make an array of them (a retain and a release).
+    return object.keys.withContiguousStorageIfAvailable { keys in
+        for index in keys.indices where same(keys[index], key) { return index }
+        return nil
+    } ?? object.index(forKey: key)
+}
+
+/// The member `key` of an object.
 @inline(__always)
 func member(_ object: JSONObject, _ key: String) -> JSONValue? {
-    guard object.count < 16 else { return object[key] }
-    var found: JSONValue?
-    object.forEachMember { name, value in
-        if found == nil, same(name, key) { found = value }
-    }
-    return found
+    guard let index = memberIndex(object, key) else { return nil }
+    return object.values[index]
+}
+
+/// The member `key` of an object, if it is a string.
+@inline(__always)
+func stringMember(_ object: JSONObject, _ key: String) -> String? {
+    guard let index = memberIndex(object, key), case .string(let text) = object.values[index] else { return nil }
+    return text
 }
 
 /// The downgrade pass: fits a screen (or a whole command reply) to what one client can render.
@@ -124,12 +139,16 @@ public struct ScreenFitter: Sendable {
     public let isAllowedURL: (@Sendable (String) -> Bool)?
     fileprivate let components: NameTable<CompiledComponent>
     fileprivate let actions: NameTable<CompiledAction>
+    /// The contract's capability names, one bit each (see `CapabilityMask`).
+    fileprivate let capabilityBits: CapabilityBits
 
     public init(registry: ContractRegistry, isAllowedURL: (@Sendable (String) -> Bool)? = nil) {
         self.registry = registry
         self.isAllowedURL = isAllowedURL
-        self.components = NameTable(registry.components.mapValues(CompiledComponent.init))
-        self.actions = NameTable(registry.actions.mapValues(CompiledAction.init))
+        let bits = CapabilityBits(registry.components.values.flatMap(\.capabilities) + registry.actions.values.flatMap(\.capabilities))
+        self.capabilityBits = bits
+        self.components = NameTable(registry.components.mapValues { CompiledComponent($0, bits: bits) })
+        self.actions = NameTable(registry.actions.mapValues { CompiledAction($0, bits: bits) })
     }
 
     /// What one client can do.
@@ -184,158 +203,53 @@ public struct ScreenFitter: Sendable {
             preconditionFailure("the downgrade pass wrote JSON it cannot read back: \(error)")
         }
     }
+}
 
-    // MARK: - Deciding
+/// What a component resolves to for one client.
+private enum Resolution {
+    /// The object as it is.
+    case asIs(CompiledComponent)
+    /// The object's contract fallback, written from the object through the fallback's plan
+    /// (the usual replacement: one hop to something renderable, never built).
+    case planned(CompiledComponent.FallbackPlan, CompiledComponent)
+    /// Another object — an inline fallback, or a replacement built the long way — as it is
+    /// or through a plan.
+    case replaced(JSONObject, CompiledComponent.FallbackPlan?, CompiledComponent)
+    /// Dropped (already counted).
+    case omitted
+}
 
-    /// What a component resolves to for this client.
-    fileprivate enum Resolution {
-        /// Renderable: this source as this type.
-        case render(ComponentSource, CompiledComponent)
-        /// Dropped (already counted).
-        case omitted
-    }
-
-    /// Follows the fallbacks of a component until it is renderable or dropped; counts each
-    /// replacement and the omission, with the components it takes down.
-    fileprivate func resolve(_ value: JSONValue, client: Client, report: inout FitReport) -> Resolution {
-        guard case .object(var object) = value, let type = member(object, "type")?.stringValue else {
-            report.omit("unknown", .unknownType)
-            return .omitted
-        }
-        var hops = 0
-        var currentType = type
-        // Replace until renderable (a chain is bounded by the number of types).
-        while true {
-            guard let component = components[currentType] else {
-                report.omit("unknown", .unknownType)
-                omitDescendants(of: object, component: nil, report: &report)
-                return .omitted
-            }
-            if component.since <= client.contract, client.has(component.capabilities) {
-                return .render(ComponentSource(object: object), component)
-            }
-            let reason: OmissionReason = component.since > client.contract ? .version : .capability
-            hops += 1
-            if hops > 16 {
-                report.omit(currentType, reason)
-                return .omitted
-            }
-            if case .object(var inline)? = member(object, "fallback") {
-                // The author's own fallback for this instance; it inherits the id.
-                let next = inline["type"]?.stringValue ?? "unknown"
-                report.hit(currentType, next)
-                omitDescendants(of: object, component: component, report: &report)
-                if inline["id"] == nil, let id = object["id"] { inline["id"] = id }
-                object = inline
-                currentType = next
-                continue
-            }
-            switch component.fallback {
-            case .omit:
-                report.omit(currentType, reason)
-                omitDescendants(of: object, component: component, report: &report)
-                return .omitted
-            case .component(let next, _, let set):
-                report.hit(currentType, next)
-                // Children the fallback does not carry over are gone: count them.
-                if !component.fallbackKeepsChildren {
-                    omitDescendants(of: object, component: component, report: &report)
-                }
-                if component.fallbackPlan != nil, let target = components[next], target.since <= client.contract,
-                    client.has(target.capabilities)
-                {
-                    // The usual case, one hop to something renderable: written straight from
-                    // the original through the mapping, never built.
-                    return .render(ComponentSource(object: object, replacedBy: component), target)
-                }
-                var replacement = JSONObject(minimumCapacity: component.fallbackMap.count + set.count + 2)
-                replacement["type"] = .string(next)
-                if let id = member(object, "id") { replacement["id"] = id }
-                for (target, source) in component.fallbackMap { if let value = member(object, source) { replacement[target] = value } }
-                for (target, constant) in set { replacement[target] = constant }
-                object = replacement
-                currentType = next
-            }
-        }
-    }
-
-    /// Counts every component inside one that is being dropped or replaced without them.
-    fileprivate func omitDescendants(of object: JSONObject, component: CompiledComponent?, report: inout FitReport) {
-        if let component {
-            for field in component.nestedFields { omitMember(field.name, of: object, report: &report) }
-        } else {
-            for field in Self.childFieldsOfUnknown { omitMember(field, of: object, report: &report) }
-        }
-    }
-
-    /// Where an unknown type may keep components.
-    private static let childFieldsOfUnknown = ["components", "items"]
-
-    private func omitMember(_ field: String, of object: JSONObject, report: inout FitReport) {
-        switch member(object, field) {
-        case .array(let children)?:
-            for child in children { countSubtree(child, report: &report) }
-        case .object(let child)?:
-            countSubtree(.object(child), report: &report)
-        default:
-            break
-        }
-    }
-
-    private func countSubtree(_ value: JSONValue, report: inout FitReport) {
-        guard case .object(let object) = value else { return }
-        let type = object["type"]?.stringValue ?? "unknown"
-        let component = components[type]
-        report.omit(component == nil ? "unknown" : type, .parentOmitted)
-        omitDescendants(of: object, component: component, report: &report)
-    }
-
-    /// What fitting an action did to it.
-    fileprivate enum ActionOutcome {
-        /// The client performs it as it is.
-        case kept
-        /// The client performs its fallback instead: the same members under another type.
-        case retyped(JSONObject, type: String)
-        /// The client cannot perform it (nor a fallback), or it was never signable for this
-        /// client (`unavailable`).
-        case unsupported
-        /// It opens a URL off the allowlist.
-        case blocked
-    }
-
-    fileprivate func fitAction(_ value: JSONValue, client: Client, report: inout FitReport) -> ActionOutcome {
-        guard case .object(let object) = value, var type = member(object, "type")?.stringValue else { return .unsupported }
-        var hops = 0
-        while true {
-            guard let action = actions[type] else { return .unsupported }
-            if action.since <= client.contract, client.has(action.capabilities) {
-                if action.opensURL, let isAllowedURL {
-                    let url = object["url"]?.stringValue ?? ""
-                    guard isAllowedURL(url) else {
-                        report.blockedURLs.append(url)
-                        return .blocked
-                    }
-                }
-                return hops == 0 ? .kept : .retyped(object, type: type)
-            }
-            hops += 1
-            guard let fallback = action.fallback, hops <= 8 else { return .unsupported }
-            report.hit(type, fallback)
-            type = fallback
-        }
-    }
+/// What fitting an action did to it.
+private enum ActionOutcome {
+    /// The client performs it as it is.
+    case kept
+    /// The client performs its fallback instead: the same members under another type.
+    case retyped(JSONObject, type: String)
+    /// The client cannot perform it (nor a fallback), or it was never signable for this
+    /// client (`unavailable`).
+    case unsupported
+    /// It opens a URL off the allowlist.
+    case blocked
 }
 
 /// One walk of the downgrade pass: reads the tree, decides, and writes the fitted bytes.
+///
+/// The tree is read in place wherever it can be: a component is looked at through borrowed
+/// objects and written by the encoder straight from the tree; only what a fallback builds is
+/// copied. (Copying a member out of the tree costs a retain and a release per reference it
+/// holds, which is most of what the pass used to spend.)
 private struct FitPass: ~Copyable {
     let fitter: ScreenFitter
     let client: ScreenFitter.Client
+    /// The client's capabilities as bits (see `CapabilityBits`).
+    let capabilities: UInt64
     var output = JSONWriter()
     var report = FitReport()
 
     init(fitter: ScreenFitter, client: ScreenFitter.Client) {
         self.fitter = fitter
         self.client = client
+        self.capabilities = fitter.capabilityBits.mask(of: client.capabilities)
     }
 
     // MARK: Replies and screens
@@ -350,7 +264,7 @@ private struct FitPass: ~Copyable {
                 output.writeKey(key, first: &first)
                 writeScreen(member)
             case "submit", "cancel", "retry":
-                switch fitter.fitAction(member, client: client, report: &report) {
+                switch fitAction(member) {
                 case .kept:
                     output.writeKey(key, first: &first)
                     output.write(member)
@@ -432,7 +346,7 @@ private struct FitPass: ~Copyable {
             guard case .object(let object) = button else { continue }
             var fitted: (action: JSONObject, type: String)?
             if let action = member(object, "action") {
-                switch fitter.fitAction(action, client: client, report: &report) {
+                switch fitAction(action) {
                 case .kept: break
                 case .retyped(let action, let type): fitted = (action, type)
                 case .unsupported, .blocked:
@@ -457,9 +371,10 @@ private struct FitPass: ~Copyable {
     mutating func writeAction(_ action: JSONObject, type: String) {
         output.write(byte: UInt8(ascii: "{"))
         var first = true
-        action.forEachMember { key, member in
-            output.writeKey(key, first: &first)
-            if same(key, "type") { output.write(type) } else { output.write(member) }
+        for index in 0..<action.count {
+            let isType = same(action.keys[index], "type")
+            output.writeKey(at: index, of: action, first: &first)
+            if isType { output.write(type) } else { output.write(valueAt: index, of: action) }
         }
         output.write(byte: UInt8(ascii: "}"))
     }
@@ -470,10 +385,18 @@ private struct FitPass: ~Copyable {
     mutating func writeList(_ components: [JSONValue]) -> Int {
         output.write(byte: UInt8(ascii: "["))
         var written = 0
-        for component in components {
+        for index in components.indices {
             let mark = output.position
             if written > 0 { output.write(byte: UInt8(ascii: ",")) }
-            if writeComponent(component) {
+            // By index, so the component is copied out of the list once, not twice.
+            let isWritten: Bool
+            if case .object(let object) = components[index] {
+                isWritten = writeComponent(object: object)
+            } else {
+                report.omit("unknown", .unknownType)
+                isWritten = false
+            }
+            if isWritten {
                 written += 1
             } else {
                 output.truncate(to: mark)
@@ -486,18 +409,40 @@ private struct FitPass: ~Copyable {
     /// Writes one component as the client can render it; false when it is dropped (counted
     /// here; the caller takes back whatever was written).
     mutating func writeComponent(_ value: JSONValue) -> Bool {
-        guard case .render(let source, let component) = fitter.resolve(value, client: client, report: &report) else {
+        guard case .object(let object) = value else {
+            report.omit("unknown", .unknownType)
             return false
         }
+        return writeComponent(object: object)
+    }
+
+    /// `writeComponent(_:)` for a component that is an object.
+    mutating func writeComponent(object: JSONObject) -> Bool {
+        switch resolve(object) {
+        case .asIs(let component): return writeComponent(object, plan: nil, as: component)
+        case .planned(let plan, let component): return writeComponent(object, plan: plan, as: component)
+        case .replaced(let replacement, let plan, let component): return writeComponent(replacement, plan: plan, as: component)
+        case .omitted: return false
+        }
+    }
+
+    /// Writes `object` — through `plan` when it is being replaced by its contract fallback —
+    /// as a `component`; false when it is dropped.
+    mutating func writeComponent(_ object: JSONObject, plan: CompiledComponent.FallbackPlan?, as component: CompiledComponent) -> Bool {
         // Actions first: a component whose action the client cannot perform goes, with
         // everything inside it.
         // Actions performed as their fallback (components have one action field, rarely more).
         var retyped: (field: String, action: JSONObject, type: String)?
         var moreRetyped: [(field: String, action: JSONObject, type: String)] = []
         for name in component.actionFields {
-            guard let member = source.member(name) else { continue }
+            guard let member = ComponentSource.member(name, of: object, plan: plan) else { continue }
+            let outcome: ActionOutcome
+            switch member {
+            case .member(let index): outcome = fitAction(object, at: index)
+            case .constant(let value): outcome = fitAction(value)
+            }
             let reason: OmissionReason
-            switch fitter.fitAction(member, client: client, report: &report) {
+            switch outcome {
             case .kept: continue
             case .retyped(let action, let type):
                 if retyped == nil { retyped = (name, action, type) } else { moreRetyped.append((name, action, type)) }
@@ -507,52 +452,309 @@ private struct FitPass: ~Copyable {
             }
             report.omit(component.name, reason)
             if !component.nestedFields.isEmpty {
-                fitter.omitDescendants(of: source.materialized, component: component, report: &report)
+                omitDescendants(of: ComponentSource.materialized(object, plan: plan), component: component)
             }
             return false
         }
-        if retyped == nil, component.nestedFields.isEmpty, source.plan == nil, member(source.object, "fallback") == nil {
+        if retyped == nil, component.nestedFields.isEmpty, plan == nil, memberIndex(object, "fallback") == nil {
             // A leaf the client renders as it is (the usual case): plain encoding.
-            output.write(JSONValue.object(source.object))
+            output.write(object)
             report.rendered += 1
             return true
         }
         output.write(byte: UInt8(ascii: "{"))
-        var first = true
-        var children = 0
-        var hasChildren = false
-        source.forEachMember { key, member in
-            if same(key, "fallback") { return }
-            guard let nested = component.nested(key) else {
-                output.writeKey(key, first: &first)
-                if let action = retyped.flatMap({ same($0.field, key) ? $0 : nil }) ?? moreRetyped.first(where: { same($0.field, key) }) {
-                    writeAction(action.action, type: action.type)
-                } else {
-                    output.write(member)
-                }
-                return
+        var members = MemberWriting(component: component, retyped: retyped, moreRetyped: moreRetyped)
+        if let plan {
+            // The replacement's members in the order building it would give: type, id,
+            // mapped fields, constants.
+            writeMember("type", .constant(plan.type), of: object, &members)
+            if let index = memberIndex(object, "id") { writeMember("id", .member(index), of: object, &members) }
+            for field in plan.map {
+                if let index = memberIndex(object, field.source) { writeMember(field.target, .member(index), of: object, &members) }
             }
-            let mark = output.position
-            let wasFirst = first
-            output.writeKey(key, first: &first)
-            if nested.isList {
-                let written = member.arrayValue.map { writeList($0) } ?? { output.write(raw: "[]"); return 0 }()
-                if let childrenField = component.childrenField, same(key, childrenField) {
-                    hasChildren = true
-                    children = written
-                }
-            } else if !writeComponent(member) {
-                output.truncate(to: mark)
-                first = wasFirst
-            }
+            for field in plan.set { writeMember(field.name, .constant(field.value), of: object, &members) }
+        } else {
+            for index in 0..<object.count { writeMember(object.keys[index], .member(index), of: object, &members) }
         }
         output.write(byte: UInt8(ascii: "}"))
-        if component.childrenField != nil, !hasChildren || children == 0 {
+        if component.childrenField != nil, !members.hasChildren || members.children == 0 {
             report.omit(component.name, .empty)
             return false
         }
         report.rendered += 1
         return true
+    }
+
+    /// Where a member written member by member comes from.
+    enum MemberSource {
+        /// The member at this index of the object being written, read in place.
+        case member(Int)
+        /// A constant of the contract fallback.
+        case constant(JSONValue)
+    }
+
+    /// A component being written member by member.
+    struct MemberWriting {
+        let component: CompiledComponent
+        /// Actions performed as their fallback, by field.
+        let retyped: (field: String, action: JSONObject, type: String)?
+        let moreRetyped: [(field: String, action: JSONObject, type: String)]
+        var first = true
+        /// Whether the children field was written, and how many children it kept.
+        var hasChildren = false
+        var children = 0
+
+        /// The fallback of the action in `field`, if it is performed as one.
+        func retypedAction(_ field: String) -> (action: JSONObject, type: String)? {
+            guard let first = retyped?.field else { return nil }
+            if same(first, field) { return retyped.map { ($0.action, $0.type) } }
+            for index in moreRetyped.indices where same(moreRetyped[index].field, field) {
+                return (moreRetyped[index].action, moreRetyped[index].type)
+            }
+            return nil
+        }
+    }
+
+    /// One member of a component written member by member: nested components are fitted,
+    /// actions performed as their fallback are retyped, the rest is written as it is.
+    mutating func writeMember(_ key: String, _ source: MemberSource, of object: JSONObject, _ members: inout MemberWriting) {
+        if same(key, "fallback") { return }
+        guard let nested = members.component.nested(key) else {
+            output.writeKey(key, first: &members.first)
+            if let action = members.retypedAction(key) {
+                writeAction(action.action, type: action.type)
+            } else {
+                switch source {
+                case .member(let index): output.write(valueAt: index, of: object)
+                case .constant(let value): output.write(value)
+                }
+            }
+            return
+        }
+        let member: JSONValue
+        switch source {
+        case .member(let index): member = object.values[index]
+        case .constant(let value): member = value
+        }
+        let mark = output.position
+        let wasFirst = members.first
+        output.writeKey(key, first: &members.first)
+        if nested.isList {
+            let written: Int
+            if case .array(let components) = member {
+                written = writeList(components)
+            } else {
+                output.write(raw: "[]")
+                written = 0
+            }
+            if let childrenField = members.component.childrenField, same(key, childrenField) {
+                members.hasChildren = true
+                members.children = written
+            }
+        } else if !writeComponent(member) {
+            output.truncate(to: mark)
+            members.first = wasFirst
+        }
+    }
+
+    // MARK: Deciding
+
+    /// Whether the client renders (or performs) a type of this version needing these
+    /// capabilities.
+    @inline(__always)
+    func renders(since: Int, capabilities: CapabilityMask) -> Bool {
+        guard since <= client.contract else { return false }
+        switch capabilities {
+        case .bits(let bits): return bits & ~self.capabilities == 0
+        case .names(let names): return client.has(names)
+        }
+    }
+
+    /// Follows the fallbacks of a component until it is renderable or dropped; counts each
+    /// replacement and the omission, with the components it takes down.
+    mutating func resolve(_ object: JSONObject) -> Resolution {
+        // The usual cases, decided on the object in place: renderable as it is, or through
+        // its contract fallback in one planned hop (and no inline fallback to try first).
+        if let type = stringMember(object, "type"), let component = fitter.components[type] {
+            if renders(since: component.since, capabilities: component.capabilities) { return .asIs(component) }
+            if case .component(let next, _, _) = component.fallback, let plan = component.fallbackPlan,
+                let target = fitter.components[next], renders(since: target.since, capabilities: target.capabilities),
+                !hasInlineFallback(object)
+            {
+                report.hit(type, next)
+                // Children the fallback does not carry over are gone: count them.
+                if !component.fallbackKeepsChildren { omitDescendants(of: object, component: component) }
+                return .planned(plan, target)
+            }
+        }
+        return resolveSlowly(object)
+    }
+
+    /// Whether `object` carries an inline fallback (an object; anything else is ignored).
+    @inline(__always)
+    func hasInlineFallback(_ object: JSONObject) -> Bool {
+        guard let index = memberIndex(object, "fallback"), case .object = object.values[index] else { return false }
+        return true
+    }
+
+    /// `resolve` the long way: inline fallbacks, chains of fallbacks, replacements built as
+    /// objects, omissions.
+    mutating func resolveSlowly(_ original: JSONObject) -> Resolution {
+        var object = original
+        guard let type = stringMember(object, "type") else {
+            report.omit("unknown", .unknownType)
+            return .omitted
+        }
+        var hops = 0
+        var currentType = type
+        // Replace until renderable (a chain is bounded by the number of types).
+        while true {
+            guard let component = fitter.components[currentType] else {
+                report.omit("unknown", .unknownType)
+                omitDescendants(of: object, component: nil)
+                return .omitted
+            }
+            if renders(since: component.since, capabilities: component.capabilities) {
+                return .replaced(object, nil, component)
+            }
+            let reason: OmissionReason = component.since > client.contract ? .version : .capability
+            hops += 1
+            if hops > 16 {
+                report.omit(currentType, reason)
+                return .omitted
+            }
+            if case .object(var inline)? = member(object, "fallback") {
+                // The author's own fallback for this instance; it inherits the id.
+                let next = inline["type"]?.stringValue ?? "unknown"
+                report.hit(currentType, next)
+                omitDescendants(of: object, component: component)
+                if inline["id"] == nil, let id = object["id"] { inline["id"] = id }
+                object = inline
+                currentType = next
+                continue
+            }
+            switch component.fallback {
+            case .omit:
+                report.omit(currentType, reason)
+                omitDescendants(of: object, component: component)
+                return .omitted
+            case .component(let next, _, let set):
+                report.hit(currentType, next)
+                // Children the fallback does not carry over are gone: count them.
+                if !component.fallbackKeepsChildren {
+                    omitDescendants(of: object, component: component)
+                }
+                if let plan = component.fallbackPlan, let target = fitter.components[next],
+                    renders(since: target.since, capabilities: target.capabilities)
+                {
+                    // One hop to something renderable: written straight from the object
+                    // through the mapping, never built.
+                    return .replaced(object, plan, target)
+                }
+                var replacement = JSONObject(minimumCapacity: component.fallbackMap.count + set.count + 2)
+                replacement["type"] = .string(next)
+                if let id = member(object, "id") { replacement["id"] = id }
+                for (target, source) in component.fallbackMap { if let value = member(object, source) { replacement[target] = value } }
+                for (target, constant) in set { replacement[target] = constant }
+                object = replacement
+                currentType = next
+            }
+        }
+    }
+
+    /// Counts every component inside one that is being dropped or replaced without them.
+    mutating func omitDescendants(of object: JSONObject, component: CompiledComponent?) {
+        if let component {
+            for field in component.nestedFields { omitMember(field.name, of: object) }
+        } else {
+            for field in Self.childFieldsOfUnknown { omitMember(field, of: object) }
+        }
+    }
+
+    /// Where an unknown type may keep components.
+    private static let childFieldsOfUnknown = ["components", "items"]
+
+    private mutating func omitMember(_ field: String, of object: JSONObject) {
+        switch member(object, field) {
+        case .array(let children)?:
+            for child in children { countSubtree(child) }
+        case .object(let child)?:
+            countSubtree(.object(child))
+        default:
+            break
+        }
+    }
+
+    private mutating func countSubtree(_ value: JSONValue) {
+        guard case .object(let object) = value else { return }
+        let type = object["type"]?.stringValue ?? "unknown"
+        let component = fitter.components[type]
+        report.omit(component == nil ? "unknown" : type, .parentOmitted)
+        omitDescendants(of: object, component: component)
+    }
+
+    mutating func fitAction(_ value: JSONValue) -> ActionOutcome {
+        guard case .object(let object) = value else { return .unsupported }
+        return fitAction(object: object)
+    }
+
+    /// `fitAction(_:)` for the member at `index` of `object`, read from there.
+    mutating func fitAction(_ object: JSONObject, at index: Int) -> ActionOutcome {
+        guard case .object(let action) = object.values[index] else { return .unsupported }
+        return fitAction(object: action)
+    }
+
+    mutating func fitAction(object: JSONObject) -> ActionOutcome {
+        guard var type = stringMember(object, "type") else { return .unsupported }
+        var hops = 0
+        while true {
+            guard let action = fitter.actions[type] else { return .unsupported }
+            if renders(since: action.since, capabilities: action.capabilities) {
+                if action.opensURL, let isAllowedURL = fitter.isAllowedURL {
+                    let url = object["url"]?.stringValue ?? ""
+                    guard isAllowedURL(url) else {
+                        report.blockedURLs.append(url)
+                        return .blocked
+                    }
+                }
+                return hops == 0 ? .kept : .retyped(object, type: type)
+            }
+            hops += 1
+            guard let fallback = action.fallback, hops <= 8 else { return .unsupported }
+            report.hit(type, fallback)
+            type = fallback
+        }
+    }
+}
+
+/// The capabilities a contract type needs, as the pass checks them: bits over the contract's
+/// capability names (`CapabilityBits`), so a check is one mask rather than hashing each name
+/// into the client's set — or the names, for a contract with more than 64 of them.
+private enum CapabilityMask: Sendable {
+    case bits(UInt64)
+    case names([String])
+}
+
+/// The contract's capability names, one bit each, in name order.
+private struct CapabilityBits: Sendable {
+    /// Nil when the contract names more than 64 capabilities: checks then go by name.
+    private let bits: [String: UInt64]?
+
+    init(_ names: [String]) {
+        let distinct = Set(names).sorted()
+        bits = distinct.count <= 64 ? Dictionary(uniqueKeysWithValues: distinct.enumerated().map { ($1, UInt64(1) << UInt64($0)) }) : nil
+    }
+
+    /// What a type needing `capabilities` checks.
+    func mask(for capabilities: [String]) -> CapabilityMask {
+        guard let bits else { return .names(capabilities) }
+        return .bits(capabilities.reduce(0) { $0 | bits[$1, default: 0] })
+    }
+
+    /// The bits of the contract's capabilities that `capabilities` (a client's) include.
+    func mask(of capabilities: Set<String>) -> UInt64 {
+        guard let bits else { return 0 }
+        return bits.reduce(0) { capabilities.contains($1.key) ? $0 | $1.value : $0 }
     }
 }
 
@@ -561,7 +763,7 @@ private struct FitPass: ~Copyable {
 private final class CompiledComponent: Sendable {
     let name: String
     let since: Int
-    let capabilities: [String]
+    let capabilities: CapabilityMask
     let actionFields: [String]
     let nestedFields: [(name: String, isList: Bool)]
 
@@ -595,10 +797,10 @@ private final class CompiledComponent: Sendable {
         }
     }
 
-    init(_ spec: ComponentSpec) {
+    init(_ spec: ComponentSpec, bits: CapabilityBits) {
         name = spec.name
         since = spec.since
-        capabilities = spec.capabilities
+        capabilities = bits.mask(for: spec.capabilities)
         let fields = spec.fields.sorted { $0.key < $1.key }
         actionFields = fields.filter { $0.value.type == .action }.map(\.key)
         nestedFields = fields.compactMap { name, field in
@@ -630,13 +832,13 @@ private final class CompiledComponent: Sendable {
 /// An action type as the downgrade pass reads it.
 private final class CompiledAction: Sendable {
     let since: Int
-    let capabilities: [String]
+    let capabilities: CapabilityMask
     let fallback: String?
     let opensURL: Bool
 
-    init(_ spec: ActionSpec) {
+    init(_ spec: ActionSpec, bits: CapabilityBits) {
         since = spec.since
-        capabilities = spec.capabilities
+        capabilities = bits.mask(for: spec.capabilities)
         fallback = spec.fallback
         opensURL = spec.name == "openUrl"
     }
@@ -646,32 +848,38 @@ private final class CompiledAction: Sendable {
 /// read for every component and action of every render. Open addressing on the name's
 /// length and first byte, which tell the contract's names apart (a clash costs a probe).
 private struct NameTable<Value: Sendable>: Sendable {
-    private var slots: [(name: String, value: Value)?]
+    /// Slot by slot; an empty slot has no value (and the empty name).
+    private let names: [String]
+    private let values: [Value?]
     private let mask: Int
 
     init(_ entries: [String: Value]) {
         var size = 16
         while size < entries.count * 4 { size *= 2 }
         mask = size - 1
-        slots = Array(repeating: nil, count: size)
+        var names = Array(repeating: "", count: size)
+        var values = [Value?](repeating: nil, count: size)
         for (name, value) in entries.sorted(by: { $0.key < $1.key }) {
             var index = Self.slot(name) & mask
-            while slots[index] != nil { index = (index + 1) & mask }
-            slots[index] = (name, value)
+            while values[index] != nil { index = (index + 1) & mask }
+            names[index] = name
+            values[index] = value
         }
+        self.names = names
+        self.values = values
     }
 
     @inline(__always)
     private static func slot(_ name: String) -> Int {
         let utf8 = name.utf8
-        guard let first = utf8.first else { return 0 }
-        return utf8.count &* 31 &+ Int(first) &* 7
+        guard !utf8.isEmpty else { return 0 }
+        return utf8.count &* 31 &+ Int(utf8[utf8.startIndex]) &* 7
     }
 
     subscript(name: String) -> Value? {
         var index = Self.slot(name) & mask
-        while let slot = slots[index] {
-            if same(slot.name, name) { return slot.value }
+        while values[index] != nil {
+            if same(names[index], name) { return values[index] }
             index = (index + 1) & mask
         }
         return nil
@@ -679,32 +887,22 @@ private struct NameTable<Value: Sendable>: Sendable {
 }
 
 /// What a component is written from: an object of the tree, or — for the contract fallback
-/// of one — the original read through the fallback's plan, in the member order building the
+/// of one — the object read through the fallback's plan, in the member order building the
 /// replacement would give (type, id, mapped fields, constants).
-private struct ComponentSource {
-    let object: JSONObject
-    let plan: CompiledComponent.FallbackPlan?
-
-    init(object: JSONObject) {
-        self.object = object
-        self.plan = nil
-    }
-
-    init(object: JSONObject, replacedBy component: CompiledComponent) {
-        self.object = object
-        self.plan = component.fallbackPlan
-    }
-
-    func member(_ name: String) -> JSONValue? {
-        guard let plan else { return BatonContract.member(object, name) }
-        if same(name, "type") { return plan.type }
-        if same(name, "id") { return BatonContract.member(object, "id") }
-        for field in plan.map where same(field.target, name) { return BatonContract.member(object, field.source) }
-        for field in plan.set where same(field.name, name) { return field.value }
+private enum ComponentSource {
+    /// Where the source's member `name` is: a member of the object, or a constant of the plan.
+    static func member(_ name: String, of object: JSONObject, plan: CompiledComponent.FallbackPlan?) -> FitPass.MemberSource? {
+        guard let plan else { return memberIndex(object, name).map { .member($0) } }
+        if same(name, "type") { return .constant(plan.type) }
+        if same(name, "id") { return memberIndex(object, "id").map { .member($0) } }
+        for field in plan.map where same(field.target, name) { return memberIndex(object, field.source).map { .member($0) } }
+        for field in plan.set where same(field.name, name) { return .constant(field.value) }
         return nil
     }
 
-    func forEachMember(_ body: (String, JSONValue) -> Void) {
+    /// The source's members in order (for a plan, the order `FitPass.writeComponent` writes
+    /// a planned component in).
+    static func forEachMember(of object: JSONObject, plan: CompiledComponent.FallbackPlan?, _ body: (String, JSONValue) -> Void) {
         guard let plan else { return object.forEachMember(body) }
         body("type", plan.type)
         if let id = BatonContract.member(object, "id") { body("id", id) }
@@ -716,10 +914,10 @@ private struct ComponentSource {
 
     /// The source as an object (built, for a replacement; only on the rare paths that count
     /// what a dropped component held).
-    var materialized: JSONObject {
+    static func materialized(_ object: JSONObject, plan: CompiledComponent.FallbackPlan?) -> JSONObject {
         guard plan != nil else { return object }
         var built = JSONObject()
-        forEachMember { name, value in built[name] = value }
+        forEachMember(of: object, plan: plan) { name, value in built[name] = value }
         return built
     }
 }

@@ -7,7 +7,9 @@
 public enum JSONEncoding {
     /// The compact UTF-8 encoding of `value`.
     public static func encode(_ value: JSONValue) -> [UInt8] {
-        var writer = JSONWriter(capacity: 1024)
+        // Large enough that a screen's encoding rarely grows it: each doubling copies
+        // everything written so far.
+        var writer = JSONWriter(capacity: 1 << 16)
         writer.write(value)
         return writer.bytes()
     }
@@ -24,14 +26,20 @@ public enum JSONEncoding {
 /// A growable output buffer for one encoding: plain pointer writes, capacity checked once
 /// per token rather than once per byte. The downgrade pass writes through it too, and uses
 /// `position`/`truncate(to:)` to take back a member it turns out to drop.
+///
+/// Strings are the bulk of every screen, and their writes are arranged so the compiler can
+/// read them in place from the tree: the room a string can take (every byte escaped) is
+/// reserved before the string is looked at, so nothing while its bytes are copied can
+/// reallocate — a call that might would make Swift retain and release every string and
+/// member name it writes, which cost about a fifth of an encoding.
 package struct JSONWriter: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var count = 0
     private var capacity: Int
 
     package init(capacity: Int = 1 << 16) {
-        self.capacity = max(capacity, 16)
-        base = .allocate(capacity: capacity)
+        self.capacity = max(capacity, 64)
+        base = .allocate(capacity: self.capacity)
     }
 
     deinit { base.deallocate() }
@@ -52,9 +60,19 @@ package struct JSONWriter: ~Copyable {
 
     /// An object member's key and colon, with the comma before it unless it is the first.
     package mutating func writeKey(_ key: String, first: inout Bool) {
+        guard Self.isInline(key) else { return writeKeySlowly(key, first: &first) }
+        reserve(Self.room(key))
+        if !first { append(UInt8(ascii: ",")) }
+        first = false
+        appendQuoted(key)
+        append(UInt8(ascii: ":"))
+    }
+
+    @inline(never)
+    private mutating func writeKeySlowly(_ key: String, first: inout Bool) {
         if !first { write(byte: UInt8(ascii: ",")) }
         first = false
-        write(key)
+        writeStringSlowly(key)
         write(byte: UInt8(ascii: ":"))
     }
 
@@ -67,24 +85,86 @@ package struct JSONWriter: ~Copyable {
         case .int(let number): write(number)
         case .double(let number): write(number)
         case .string(let text): write(text)
-        case .array(let elements):
-            write(byte: UInt8(ascii: "["))
-            // Through the buffers, members are borrowed rather than copied out one by one.
-            elements.withUnsafeBufferPointer { elements in
-                for index in elements.indices {
-                    if index > 0 { write(byte: UInt8(ascii: ",")) }
-                    write(elements[index])
+        case .array(let elements): write(elements: elements)
+        case .object(let object): write(members: object)
+        }
+    }
+
+    /// `object`, as `write(.object(object))` would write it.
+    package mutating func write(_ object: borrowing JSONObject) {
+        write(members: object)
+    }
+
+    private mutating func write(elements: borrowing [JSONValue]) {
+        write(byte: UInt8(ascii: "["))
+        elements.withUnsafeBufferPointer { elements in
+            guard let first = elements.baseAddress else { return }
+            for index in elements.indices {
+                if index > 0 { write(byte: UInt8(ascii: ",")) }
+                writeElement(at: first + index)
+            }
+        }
+        write(byte: UInt8(ascii: "]"))
+    }
+
+    private mutating func write(members object: borrowing JSONObject) {
+        write(byte: UInt8(ascii: "{"))
+        _ = object.keys.withContiguousStorageIfAvailable { keys in
+            object.values.withUnsafeBufferPointer { values in
+                guard let firstKey = keys.baseAddress, let firstValue = values.baseAddress else { return }
+                for index in keys.indices {
+                    writeKey(at: firstKey + index, isFirst: index == 0)
+                    writeElement(at: firstValue + index)
                 }
             }
-            write(byte: UInt8(ascii: "]"))
-        case .object(let object):
-            write(byte: UInt8(ascii: "{"))
-            var first = true
-            object.forEachMember { key, member in
-                writeKey(key, first: &first)
-                write(member)
-            }
-            write(byte: UInt8(ascii: "}"))
+        }
+        write(byte: UInt8(ascii: "}"))
+    }
+
+    /// The name of member `index` of `object`, as `writeKey(_:first:)` writes it, read where
+    /// it lies: a member-by-member writer (the downgrade pass) passes the object and an index
+    /// rather than a copy of the name.
+    package mutating func writeKey(at index: Int, of object: borrowing JSONObject, first: inout Bool) {
+        let isFirst = first
+        _ = object.keys.withContiguousStorageIfAvailable { keys in writeKey(at: keys.baseAddress! + index, isFirst: isFirst) }
+        first = false
+    }
+
+    /// The value of member `index` of `object`, as `write(_:)` writes it, read where it lies.
+    package mutating func write(valueAt index: Int, of object: borrowing JSONObject) {
+        object.values.withUnsafeBufferPointer { values in writeElement(at: values.baseAddress! + index) }
+    }
+
+    /// A member name of an object being written, read where it lies (see the type's comment).
+    @inline(__always)
+    private mutating func writeKey(at key: UnsafePointer<String>, isFirst: Bool) {
+        guard Self.isInline(key.pointee) else {
+            var first = isFirst
+            return writeKeySlowly(key.pointee, first: &first)
+        }
+        reserve(Self.room(key.pointee))
+        if !isFirst { append(UInt8(ascii: ",")) }
+        appendQuoted(key.pointee)
+        append(UInt8(ascii: ":"))
+    }
+
+    /// An element of an array or object being written. Each `pointee` below is a read of its
+    /// own, so a string is read where it lies, after its room is reserved (see the type's
+    /// comment); only containers are passed on, and copied.
+    @inline(__always)
+    private mutating func writeElement(at value: UnsafePointer<JSONValue>) {
+        if case .string(let text) = value.pointee {
+            guard Self.isInline(text) else { return writeStringSlowly(text) }
+        }
+        if case .string(let text) = value.pointee { reserve(Self.room(text)) }
+        switch value.pointee {
+        case .null: write(raw: "null")
+        case .bool(let flag): write(raw: flag ? "true" : "false")
+        case .int(let number): write(number)
+        case .double(let number): write(number)
+        case .string(let text): appendQuoted(text)
+        case .array(let elements): write(elements: elements)
+        case .object(let object): write(members: object)
         }
     }
 
@@ -118,151 +198,202 @@ package struct JSONWriter: ~Copyable {
 
     /// `text` as a JSON string literal.
     package mutating func write(_ text: String) {
-        if text.utf8.withContiguousStorageIfAvailable({ writeString($0) }) == nil {
-            var copy = text
-            copy.withUTF8 { writeString($0) }
-        }
+        guard Self.isInline(text) else { return writeStringSlowly(text) }
+        reserve(Self.room(text))
+        appendQuoted(text)
     }
 
     // MARK: Strings
 
-    /// UTF-8 bytes as a string literal, escaped. Scanning and copying are one pass that
-    /// moves eight bytes at a time while none of them needs an escape (most strings never do).
-    private mutating func writeString(_ bytes: UnsafeBufferPointer<UInt8>) {
-        let length = bytes.count
-        // Room for the quotes and for a short string's word, stored whole (8 bytes).
-        reserve(length &+ 10)
-        var out = count
-        base[out] = UInt8(ascii: "\"")
-        out &+= 1
-        guard let source = bytes.baseAddress else {
-            base[out] = UInt8(ascii: "\"")
-            count = out &+ 1
-            return
-        }
-        if Self.isLittleEndian, length < 8 {
-            // Short strings (most member names): the bytes in one word, padded with spaces.
-            let word = Self.shortWord(source, length: length)
-            if !Self.mayNeedEscaping(word) {
-                UnsafeMutableRawPointer(base + out).storeBytes(of: word, as: UInt64.self)
-                out &+= length
-                base[out] = UInt8(ascii: "\"")
-                count = out &+ 1
-                return
+    /// Strings up to this many UTF-8 bytes are written in one pass into room reserved for
+    /// the worst case (every byte escaped, six times its size); longer ones in pieces.
+    private static let inlineLimit = 4096
+
+    /// Whether `text` is written in one pass: short enough, and stored as UTF-8 in one piece
+    /// (a bridged `NSString` or a shared substring's storage is not).
+    @inline(__always)
+    private static func isInline(_ text: borrowing String) -> Bool {
+        text.utf8.count <= inlineLimit && text.isContiguousUTF8
+    }
+
+    /// The room `appendQuoted(text)` may take, with a separator on either side.
+    @inline(__always)
+    private static func room(_ text: borrowing String) -> Int {
+        text.utf8.count &* 6 &+ 32
+    }
+
+    /// `text` as a string literal, into room already reserved (`room(text)`): it calls
+    /// nothing that could reallocate.
+    @inline(__always)
+    private mutating func appendQuoted(_ text: borrowing String) {
+        _ = text.utf8.withContiguousStorageIfAvailable { bytes in
+            var out = base + count
+            out.pointee = UInt8(ascii: "\"")
+            out += 1
+            if let start = bytes.baseAddress {
+                var input = start
+                let end = start + bytes.count
+                Self.appendEscaped(&input, until: end, start: start, end: end, to: &out)
             }
+            out.pointee = UInt8(ascii: "\"")
+            count = out - base &+ 1
         }
-        var index = 0
-        var copiedSince = 0  // source bytes from here on were copied as they are
-        while index < length {
-            if index &+ 8 <= length {
-                let word = UnsafeRawPointer(source + index).loadUnaligned(as: UInt64.self)
-                if !Self.mayNeedEscaping(word) {
-                    UnsafeMutableRawPointer(base + out).storeBytes(of: word, as: UInt64.self)
-                    index &+= 8
-                    out &+= 8
+    }
+
+    /// A string that is long or not stored contiguously: made contiguous (a copy, for a
+    /// bridged string), then escaped piece by piece, each into room reserved for it.
+    @inline(never)
+    private mutating func writeStringSlowly(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            write(byte: UInt8(ascii: "\""))
+            if let start = bytes.baseAddress {
+                var input = start
+                let end = start + bytes.count
+                while input < end {
+                    let stop = input + min(end - input, Self.inlineLimit)
+                    reserve((stop - input) &* 6 &+ 32)
+                    var out = base + count
+                    Self.appendEscaped(&input, until: stop, start: start, end: end, to: &out)
+                    count = out - base
+                }
+            }
+            write(byte: UInt8(ascii: "\""))
+        }
+    }
+
+    /// Copies string bytes from `input` on, escaped, until at least `stop`, advancing both
+    /// pointers. One pass, eight bytes at a time: each word is stored whole, then checked;
+    /// where it holds a byte to escape, the output keeps the bytes before that one and the
+    /// escape is written over the rest. Needs room for six bytes per input byte up to `stop`
+    /// and 32 more (two words loaded past `stop` within the string, or a word and an escape,
+    /// and the slack of two whole words stored).
+    /// Reads nothing outside `start..<end`.
+    @inline(__always)
+    private static func appendEscaped(
+        _ input: inout UnsafePointer<UInt8>, until stop: UnsafePointer<UInt8>, start: UnsafePointer<UInt8>, end: UnsafePointer<UInt8>,
+        to out: inout UnsafeMutablePointer<UInt8>
+    ) {
+        while input < stop {
+            let remaining = end - input
+            if remaining >= 16 {
+                // Two words at a time while neither needs an escape (most of a long string).
+                let low = UInt64(littleEndian: UnsafeRawPointer(input).loadUnaligned(as: UInt64.self))
+                let high = UInt64(littleEndian: UnsafeRawPointer(input).loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                UnsafeMutableRawPointer(out).storeBytes(of: low.littleEndian, as: UInt64.self)
+                UnsafeMutableRawPointer(out).storeBytes(of: high.littleEndian, toByteOffset: 8, as: UInt64.self)
+                if specialBytes(low) | specialBytes(high) == 0 {
+                    input += 16
+                    out += 16
                     continue
                 }
-            } else if length &- 8 >= copiedSince {
-                // The last few bytes: check the final eight, overlapping bytes already
-                // copied as they are, rather than going byte by byte.
-                let back = 8 &- (length &- index)
-                let word = UnsafeRawPointer(source + (index &- back)).loadUnaligned(as: UInt64.self)
-                if !Self.mayNeedEscaping(word) {
-                    UnsafeMutableRawPointer(base + (out &- back)).storeBytes(of: word, as: UInt64.self)
-                    out &+= length &- index
-                    index = length
-                    break
-                }
             }
-            let byte = source[index]
-            if !Self.isSpecial(byte) || (byte == 0xE2 && !Self.isLineSeparator(source, at: index, length: length)) {
-                base[out] = byte
-                index &+= 1
-                out &+= 1
+            let word: UInt64
+            let taken: Int
+            if remaining >= 8 {
+                word = UInt64(littleEndian: UnsafeRawPointer(input).loadUnaligned(as: UInt64.self))
+                taken = 8
+            } else {
+                word = lastWord(input, remaining: remaining, canReadBack: end - start >= 8)
+                taken = remaining
+            }
+            UnsafeMutableRawPointer(out).storeBytes(of: word.littleEndian, as: UInt64.self)
+            let special = specialBytes(word)
+            if special == 0 {
+                input += taken
+                out += taken
                 continue
             }
-            // An escape: write it through the checked path, then make room for the rest.
-            count = out
-            switch byte {
-            case UInt8(ascii: "\""): write(raw: "\\\"")
-            case UInt8(ascii: "\\"): write(raw: "\\\\")
-            case 0x0A: write(raw: "\\n")
-            case 0x0D: write(raw: "\\r")
-            case 0x09: write(raw: "\\t")
-            case 0x08: write(raw: "\\b")
-            case 0x0C: write(raw: "\\f")
-            case 0xE2:
-                write(raw: source[index &+ 2] == 0xA8 ? "\\u2028" : "\\u2029")
-                index &+= 2
-            default:
-                write(raw: "\\u00")
-                write(byte: Self.hexDigit(byte >> 4))
-                write(byte: Self.hexDigit(byte & 0xF))
+            // The padding above a short word's bytes never needs escaping, so the first
+            // special byte is always one of the string's.
+            let plain = special.trailingZeroBitCount &>> 3
+            input += plain
+            out += plain
+            (input, out) = escape(input, end: end, to: out)
+        }
+    }
+
+    /// Writes the byte at `input`, which `specialBytes` flagged, as a string literal needs
+    /// it, and moves past it. 0xE2 is escaped only as the lead of U+2028/U+2029.
+    /// Not inlined (escapes are rare), and it reallocates nothing.
+    @inline(never)
+    private static func escape(
+        _ input: UnsafePointer<UInt8>, end: UnsafePointer<UInt8>, to out: UnsafeMutablePointer<UInt8>
+    ) -> (input: UnsafePointer<UInt8>, out: UnsafeMutablePointer<UInt8>) {
+        let byte = input.pointee
+        let escaped: UInt8
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): escaped = byte
+        case 0x0A: escaped = UInt8(ascii: "n")
+        case 0x0D: escaped = UInt8(ascii: "r")
+        case 0x09: escaped = UInt8(ascii: "t")
+        case 0x08: escaped = UInt8(ascii: "b")
+        case 0x0C: escaped = UInt8(ascii: "f")
+        case 0xE2:
+            guard end - input >= 3, input[1] == 0x80, input[2] == 0xA8 || input[2] == 0xA9 else {
+                out.pointee = byte
+                return (input + 1, out + 1)
             }
-            index &+= 1
-            copiedSince = index
-            reserve(length &- index &+ 1)
-            out = count
+            // "\u2028" or "\u2029"
+            out[0] = UInt8(ascii: "\\")
+            out[1] = UInt8(ascii: "u")
+            out[2] = UInt8(ascii: "2")
+            out[3] = UInt8(ascii: "0")
+            out[4] = UInt8(ascii: "2")
+            out[5] = input[2] == 0xA8 ? UInt8(ascii: "8") : UInt8(ascii: "9")
+            return (input + 3, out + 6)
+        default:
+            // Other control characters: "\u00XX"
+            out[0] = UInt8(ascii: "\\")
+            out[1] = UInt8(ascii: "u")
+            out[2] = UInt8(ascii: "0")
+            out[3] = UInt8(ascii: "0")
+            out[4] = hexDigit(byte &>> 4)
+            out[5] = hexDigit(byte & 0xF)
+            return (input + 1, out + 6)
         }
-        base[out] = UInt8(ascii: "\"")
-        count = out &+ 1
+        out[0] = UInt8(ascii: "\\")
+        out[1] = escaped
+        return (input + 1, out + 2)
     }
 
-    private static var isLittleEndian: Bool {
-        #if _endian(little)
-            true
-        #else
-            false
-        #endif
-    }
-
-    /// Up to seven bytes as one word laid out as in memory (on a little-endian machine), the
-    /// rest spaces; read in 4-, 2- and 1-byte loads so the word is built in registers (going
-    /// through memory stalls on the reload).
+    /// The last `remaining` (1–7) bytes of a string, as the low bytes of a word (memory
+    /// order from the low end) whose high bytes are spaces, which never need escaping.
+    /// Read without touching a byte past the end: as the top of the string's last eight
+    /// bytes when it has eight (`canReadBack`), else in two overlapping loads rather than
+    /// a branch per length.
     @inline(__always)
-    private static func shortWord(_ source: UnsafePointer<UInt8>, length: Int) -> UInt64 {
-        let raw = UnsafeRawPointer(source)
-        var word: UInt64 = 0x2020_2020_2020_2020
-        var shift: UInt64 = 0
-        if length & 4 != 0 {
-            word = (word & ~0xFFFF_FFFF) | UInt64(raw.loadUnaligned(as: UInt32.self))
-            shift = 32
+    private static func lastWord(_ input: UnsafePointer<UInt8>, remaining: Int, canReadBack: Bool) -> UInt64 {
+        let padding = (0x2020_2020_2020_2020 as UInt64) &<< UInt64(remaining &* 8)
+        if canReadBack {
+            let last = UInt64(littleEndian: UnsafeRawPointer(input + remaining - 8).loadUnaligned(as: UInt64.self))
+            return last &>> UInt64((8 &- remaining) &* 8) | padding
         }
-        if length & 2 != 0 {
-            let half = UInt64(raw.loadUnaligned(fromByteOffset: Int(shift / 8), as: UInt16.self))
-            word = (word & ~(0xFFFF << shift)) | (half << shift)
-            shift += 16
+        let raw = UnsafeRawPointer(input)
+        if remaining >= 4 {
+            let low = UInt64(UInt32(littleEndian: raw.loadUnaligned(as: UInt32.self)))
+            let high = UInt64(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: remaining &- 4, as: UInt32.self)))
+            return low | high &<< UInt64((remaining &- 4) &* 8) | padding
         }
-        if length & 1 != 0 {
-            let byte = UInt64(source[Int(shift / 8)])
-            word = (word & ~(0xFF << shift)) | (byte << shift)
-        }
-        return word
+        // One to three bytes: the first, the middle and the last cover them all.
+        let first = UInt64(input[0])
+        let middle = UInt64(input[remaining &>> 1]) &<< UInt64((remaining &>> 1) &* 8)
+        let last = UInt64(input[remaining &- 1]) &<< UInt64((remaining &- 1) &* 8)
+        return first | middle | last | padding
     }
 
-    /// Whether the 0xE2 at `index` starts U+2028 or U+2029 (E2 80 A8 / E2 80 A9).
+    /// The high bit of each byte of `word` (memory order from the low end) that a string
+    /// literal cannot carry as is — a control character, `"` or `\` — or that is 0xE2, the
+    /// lead byte of U+2028/U+2029. No bit set means no such byte. A borrow can carry up and
+    /// set bits above a set one, so only the lowest is exact: it marks the first such byte
+    /// (the "has a byte less than n" and "has a zero byte" tests of Bit Twiddling Hacks).
     @inline(__always)
-    private static func isLineSeparator(_ source: UnsafePointer<UInt8>, at index: Int, length: Int) -> Bool {
-        index &+ 2 < length && source[index &+ 1] == 0x80 && (source[index &+ 2] == 0xA8 || source[index &+ 2] == 0xA9)
-    }
-
-    /// Whether a UTF-8 byte starts something a JSON string literal cannot carry as is:
-    /// control characters, `"` and `\`, and 0xE2 (the lead byte of U+2028/U+2029).
-    @inline(__always)
-    private static func isSpecial(_ byte: UInt8) -> Bool {
-        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == 0xE2
-    }
-
-    /// Whether any of eight bytes `isSpecial` — exact when false, so a word that passes is
-    /// copied without looking at its bytes (the "has a byte less than n" and "has a zero
-    /// byte" tests of Bit Twiddling Hacks).
-    @inline(__always)
-    private static func mayNeedEscaping(_ word: UInt64) -> Bool {
+    private static func specialBytes(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs: UInt64 = 0x8080_8080_8080_8080
-        @inline(__always) func hasZeroByte(_ value: UInt64) -> Bool { (value &- ones) & ~value & highs != 0 }
-        let control = (word &- ones &* 0x20) & ~word & highs != 0
-        return control || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C)) || hasZeroByte(word ^ (ones &* 0xE2))
+        @inline(__always) func zeroBytes(_ value: UInt64) -> UInt64 { (value &- ones) & ~value & highs }
+        let control = (word &- ones &* 0x20) & ~word & highs
+        return control | zeroBytes(word ^ (ones &* 0x22)) | zeroBytes(word ^ (ones &* 0x5C)) | zeroBytes(word ^ (ones &* 0xE2))
     }
 
     @inline(__always)
@@ -290,6 +421,13 @@ package struct JSONWriter: ~Copyable {
         reserve(buffer.count)
         (base + count).update(from: source, count: buffer.count)
         count &+= buffer.count
+    }
+
+    /// A byte into room already reserved.
+    @inline(__always)
+    private mutating func append(_ byte: UInt8) {
+        base[count] = byte
+        count &+= 1
     }
 
     @inline(__always)

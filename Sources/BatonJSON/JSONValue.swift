@@ -163,7 +163,8 @@ extension OrderedDictionary where Key == String, Value == JSONValue {
     /// out (the hot loops of the encoder and the downgrade pass).
     @inlinable
     package func forEachMember(_ body: (borrowing String, borrowing JSONValue) throws -> Void) rethrows {
-        try keys.elements.withUnsafeBufferPointer { keys in
+        // `keys.elements` would make an array of the keys (a retain and a release).
+        _ = try keys.withContiguousStorageIfAvailable { keys in
             try values.withUnsafeBufferPointer { values in
                 for index in keys.indices { try body(keys[index], values[index]) }
             }

@@ -82,6 +82,38 @@ struct JSONEncodingTests {
         #expect(Self.encoded(.string(nsString as String)) == Self.reference(text))
     }
 
+    @Test("strings longer than one piece (4096 bytes) escape the same at every offset around the piece boundaries")
+    func longStrings() throws {
+        // Past 4096 bytes a string is written in pieces; an escape (U+2028 is three bytes)
+        // may straddle two of them.
+        for length in [4090, 4094, 4095, 4096, 4097, 8191, 8192, 8193] {
+            for special in ["\u{2028}", "\u{2029}", "\"", "\\", "\u{1}", "—", "😀"] {
+                for position in Set([0, 1, 7, 8, length - 9, length - 8, length - 3, length - 2, length - 1, length, 4093, 4094, 4095, 4096, 4097])
+                where position <= length {
+                    var text = String(repeating: "x", count: length)
+                    text.insert(contentsOf: special, at: text.index(text.startIndex, offsetBy: position))
+                    let bytes = JSONEncoding.encode(.string(text))
+                    #expect(String(decoding: bytes, as: UTF8.self) == Self.reference(text), "\(length) \(position) \(special.debugDescription)")
+                }
+            }
+        }
+        let long = String(repeating: "ab\u{2028}\"", count: 3000)
+        #expect(try Self.parsed(JSONEncoding.encode(.string(long))) as? String == long)
+    }
+
+    @Test("member names are escaped as values are: short, long past one piece, and bridged")
+    func memberNames() throws {
+        let names = [
+            "", "k\"ey", "tab\t", "\u{2028}", "é✓", String(repeating: "n", count: 5000) + "\n", NSString(string: "bridged\u{2029}") as String,
+        ]
+        var object = JSONObject()
+        for (index, name) in names.enumerated() { object[name] = .int(index) }
+        let expected = "{" + names.enumerated().map { Self.reference($1) + ":\($0)" }.joined(separator: ",") + "}"
+        #expect(Self.encoded(.object(object)) == expected)
+        let back = try #require(try Self.parsed(JSONEncoding.encode(.object(object))) as? [String: Int])
+        #expect(back.count == names.count)
+    }
+
     @Test("numbers: integers at the edges, doubles in shortest form, NaN and infinities as null")
     func numbers() {
         for number in [0, 1, 9, 10, -1, -9, -10, 99, 100, 12345, Int.max, Int.min, Int.max - 1, Int.min + 1] {
