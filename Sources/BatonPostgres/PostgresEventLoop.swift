@@ -8,9 +8,9 @@ import Synchronization
 /// A body that uses a connection runs with this loop as its task executor (see
 /// ``PostgresPool/withConnection(timeout:_:)``). Sending a statement is a non-blocking libpq
 /// call; waiting for the answer registers the socket here and suspends the task; when the
-/// socket is ready the loop resumes it on this same thread. So a transaction of several round
-/// trips costs no thread switch per round trip, and under load one wake-up serves every
-/// connection that became ready at once.
+/// socket is ready the loop resumes it on this same thread. Waiting holds no blocked thread
+/// and hands nothing between threads, a deadline can end a wait at once (``wake(socket:)``),
+/// and with several connections on a loop one wake-up serves every one that became ready.
 ///
 /// Everything the loop owns (waiters, timers) is touched only on its thread; other threads
 /// reach it through ``execute(_:)``, which wakes it through a pipe only when it sleeps.
@@ -74,7 +74,8 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
             run()
         }
         thread.name = name
-        thread.stackSize = 1 << 20
+        // Flow steps, templates and JSON run here: the same stack as an event loop's thread.
+        thread.stackSize = 8 << 20
         thread.start()
         started.wait()
     }
