@@ -5,13 +5,14 @@ import NIOPosix
 import Foundation
 import Synchronization
 
-/// A bounded pool of non-blocking libpq connections, driven by a few ``PostgresEventLoop``s.
+/// A bounded pool of non-blocking libpq connections, driven by ``PostgresEventLoop``s.
 ///
 /// ``withConnection(timeout:_:)`` leases a connection and runs its body with the connection's
 /// loop as the task executor: the body's statements are sent without blocking and the loop's
-/// thread waits for every connection's socket at once, as pgbench does. A request costs one
-/// hop onto the loop and one back to its event loop, never a thread per connection or a
-/// sleep per round trip. Opening a connection (which blocks in libpq) happens off the loops.
+/// thread waits for all its connections' sockets at once, as pgbench does. A request costs
+/// one hop onto the loop and one back to its event loop; no thread is blocked in libpq, so a
+/// deadline can end a wait at once. Opening a connection (which blocks in libpq) happens off
+/// the loops.
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
