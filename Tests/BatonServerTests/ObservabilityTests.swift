@@ -434,12 +434,15 @@ struct ObservabilityTests {
         }
         #expect(!androidNewest.isEmpty && androidNewest.allSatisfy { $0.labels["component"] == "barcodeScanner" }, "\(androidNewest)")
 
-        // Prometheus has scraped once the counters it holds are the ones Baton shows.
+        // Prometheus has scraped once the counters it holds are the ones Baton shows — all of
+        // them: a scrape between the last screen and the deep link has the screens' counts but
+        // not the rejected link's.
         let deadline = ContinuousClock.now + .seconds(30)
         var seen: [Client: Double] = [:]
         while ContinuousClock.now < deadline {
             seen = try await Self.byClient(prometheus.query("sum by (platform, contract) (baton_components_rendered_total)"))
-            if seen == rendered { break }
+            let links = try await prometheus.query(#"sum(baton_deeplinks_total{result="rejected"})"#)
+            if seen == rendered, links.first?.value == 1 { break }
             try await Task.sleep(for: .milliseconds(250))
         }
         let targets = try await prometheus.api("targets")["activeTargets"]?.arrayValue ?? []
