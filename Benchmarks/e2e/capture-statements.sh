@@ -18,8 +18,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 . "$here/common.sh"
-export BATON_SIGNING_KEYS="bench:$(head -c 32 /dev/urandom | base64)"
-export BATON_JWT_HS256_SECRET="bench-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
 playlist=11111111-0000-4000-8000-000000000001
 
 start_baton 1

@@ -38,8 +38,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 . "$here/common.sh"
-export BATON_SIGNING_KEYS="bench:$(head -c 32 /dev/urandom | base64)"
-export BATON_JWT_HS256_SECRET="bench-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
 
 start_baton 2
 LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2

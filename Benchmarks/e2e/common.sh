@@ -39,6 +39,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Fresh secrets for each run: payloads and bearer tokens minted by the scripts use them.
+export BATON_SIGNING_KEYS="bench:$(head -c 32 /dev/urandom | base64)"
+export BATON_JWT_HS256_SECRET="bench-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
+
 # Starts (or restarts) `baton serve` on $data with a pool of $1 connections; waits for /readyz.
 start_baton() {
   if [ -n "$serve_pid" ]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi

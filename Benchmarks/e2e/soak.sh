@@ -33,8 +33,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 . "$here/common.sh"
-export BATON_SIGNING_KEYS="bench:$(head -c 32 /dev/urandom | base64)"
-export BATON_JWT_HS256_SECRET="bench-$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
 if [ $((2 * baseline)) -gt "$seconds" ]; then baseline=$((seconds / 2)); fi
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$serve_pid/status"; }

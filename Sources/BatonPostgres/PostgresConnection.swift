@@ -20,8 +20,6 @@ public final class PostgresConnection: @unchecked Sendable {
     var loop: PostgresEventLoop?
     /// Set on the loop when a deadline cut the connection: every later wait throws it.
     var abortReason: PostgresError?
-    /// When the connection last finished a statement; the pool health-checks long-idle ones.
-    var lastUsed: ContinuousClock.Instant = .now
     /// Statements queued by ``enqueue(_:_:)``, sent with the next round trip.
     var deferred: [(sql: String, parameters: [PostgresParameter])] = []
     /// Statements whose text exceeded this many distinct entries are not cached forever.
@@ -207,7 +205,6 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Converts a libpq result into rows or throws the error it carries. Frees nothing it
     /// returns: the rows own the result.
     func check(_ result: OpaquePointer?) throws -> PostgresRows {
-        lastUsed = .now
         guard let result else { throw connectionError() }
         let status = PQresultStatus(result)
         switch status {

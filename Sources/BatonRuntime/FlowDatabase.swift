@@ -40,6 +40,13 @@ public struct FlowDatabase: Sendable {
         }
     }
 
+    /// Statements that would take the transaction out of the runtime's hands (built once, not
+    /// per statement an effect runs).
+    private static let transactionKeywords: Set<String> = [
+        "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE", "SET", "RESET",
+        "DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN",
+    ]
+
     /// The transaction-control keyword `sql` starts with, if any (comments and blanks skipped).
     static func transactionControl(_ sql: String) -> String? {
         var rest = Substring(sql)
@@ -54,11 +61,7 @@ public struct FlowDatabase: Sendable {
             }
         }
         let word = rest.prefix(while: { $0.isLetter }).uppercased()
-        let forbidden: Set<String> = [
-            "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE", "SET", "RESET",
-            "DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN",
-        ]
-        guard forbidden.contains(word) else { return nil }
+        guard transactionKeywords.contains(word) else { return nil }
         // `SET LOCAL` ends with the transaction, which is harmless; a plain SET would outlive it
         // on a pooled connection.
         if word == "SET", rest.dropFirst(3).drop(while: { $0.isWhitespace }).prefix(5).uppercased() == "LOCAL" { return nil }
