@@ -50,7 +50,9 @@ extension PostgresConnection {
     public func transaction<R>(
         isolation: IsolationLevel = .readCommitted, _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
-        deferred.append((isolation.beginStatement, []))
+        deferred.append((isolation.beginStatement, [], nil))
+        transactionIsolation = isolation
+        defer { transactionIsolation = nil }
         do {
             let value = try await body(self)
             if PQtransactionStatus(handle) == PQTRANS_INERROR {
@@ -65,6 +67,30 @@ extension PostgresConnection {
             if abortReason == nil, isOpen, PQtransactionStatus(handle) != PQTRANS_IDLE { try? await execute("ROLLBACK") }
             throw error
         }
+    }
+
+    /// Undoes everything the running transaction did and begins it again, with the same
+    /// isolation: for a body that learns half-way that it took the wrong path (a statement sent
+    /// ahead answered what it had guessed otherwise). Statements queued and not yet sent are
+    /// dropped; `BEGIN` goes with the next statement. One round trip (`ROLLBACK`).
+    public func restartTransaction() async throws {
+        guard let isolation = transactionIsolation else {
+            throw PostgresError(code: .protocolViolation, message: "restartTransaction() outside transaction(_:)")
+        }
+        deferred.removeAll()
+        try await execute("ROLLBACK")
+        deferred.append((isolation.beginStatement, [], nil))
+    }
+
+    /// The rows of a statement sent with ``sendAhead(_:_:)``: sends it now if it is still
+    /// queued, and throws its error if it failed.
+    public func rows(of ahead: PostgresAhead) async throws -> PostgresRows {
+        if ahead.outcome == nil, deferred.contains(where: { $0.ahead === ahead }) { _ = try await flushDeferred(then: nil) }
+        guard let outcome = ahead.outcome else {
+            throw PostgresError(
+                code: .protocolViolation, message: "a statement sent ahead was not run (an earlier one in its round trip failed, or its transaction ended)")
+        }
+        return try outcome.get()
     }
 
     /// Sends COMMIT (with any queued statements). A connection lost once COMMIT may have reached
@@ -100,14 +126,35 @@ extension PostgresConnection {
     private func flushDeferred(then last: (sql: String, parameters: [PostgresParameter])?) async throws -> PostgresRows {
         var batch = deferred
         deferred.removeAll()
-        if let last { batch.append(last) }
-        let results = try await pipeline(batch)
-        return last == nil ? .empty : results[results.count - 1]
+        if let last { batch.append((last.sql, last.parameters, nil)) }
+        let outcomes = try await runPipeline(batch.map { ($0.sql, $0.parameters) })
+        var firstError: (any Error)?
+        for (index, outcome) in outcomes.enumerated() {
+            if let ahead = batch[index].ahead { ahead.outcome = outcome }
+            if case .failure(let error)? = outcome, firstError == nil { firstError = error }
+        }
+        if let firstError { throw firstError }
+        return last == nil ? .empty : try outcomes[outcomes.count - 1]?.get() ?? .empty
     }
 
     /// Runs several statements in one round trip (libpq pipeline mode) and returns each one's
     /// rows. The first failing statement's error is thrown; later ones are skipped by the server.
     public func pipeline(_ statements: [(sql: String, parameters: [PostgresParameter])]) async throws -> [PostgresRows] {
+        if !deferred.isEmpty { _ = try await flushDeferred(then: nil) }
+        var rows: [PostgresRows] = []
+        rows.reserveCapacity(statements.count)
+        for outcome in try await runPipeline(statements) {
+            // Outcomes after the first failure are nil (skipped by the server).
+            guard let outcome else { break }
+            rows.append(try outcome.get())
+        }
+        return rows
+    }
+
+    /// Sends `statements` in one round trip and returns each one's outcome: its rows, its error,
+    /// or nil when the server skipped it after an earlier one failed. Throws only when the
+    /// connection fails.
+    private func runPipeline(_ statements: [(sql: String, parameters: [PostgresParameter])]) async throws -> [Result<PostgresRows, any Error>?] {
         guard !statements.isEmpty else { return [] }
         // A statement seen for the first time is prepared first, in its own round trip (once
         // per connection).
@@ -123,21 +170,21 @@ extension PostgresConnection {
             guard sent == 1 else { throw connectionError() }
         }
         guard PQpipelineSync(handle) == 1 else { throw connectionError() }
+        roundTrips += 1
         try await flush()
-        var rows: [PostgresRows] = []
-        rows.reserveCapacity(statements.count)
-        var firstError: (any Error)?
+        var outcomes: [Result<PostgresRows, any Error>?] = []
+        outcomes.reserveCapacity(statements.count)
         for _ in statements {
             // Each statement yields its result followed by a NULL separator.
-            var outcome: PostgresRows?
+            var outcome: Result<PostgresRows, any Error>?
             while let result = try await nextResult() {
                 if PQresultStatus(result) == PGRES_PIPELINE_ABORTED {
                     PQclear(result)
                     continue
                 }
-                do { outcome = try check(result) } catch { if firstError == nil { firstError = error } }
+                do { outcome = .success(try check(result)) } catch { outcome = .failure(error) }
             }
-            rows.append(outcome ?? .empty)
+            outcomes.append(outcome)
             if !isOpen { break }
         }
         // Consume the sync point.
@@ -146,9 +193,12 @@ extension PostgresConnection {
             PQclear(result)
             if status == PGRES_PIPELINE_SYNC { break }
         }
-        if let firstError { throw firstError }
-        guard isOpen else { throw connectionError() }
-        return rows
+        guard isOpen else {
+            // A statement's own error says more than "connection lost" (a server shutting down).
+            for case .failure(let error)? in outcomes { throw error }
+            throw connectionError()
+        }
+        return outcomes
     }
 
     // MARK: - Waiting for the server
@@ -170,6 +220,7 @@ extension PostgresConnection {
     /// Flushes what was sent and reads every result up to the end of the command: the rows of
     /// the last one, or the first error.
     private func collect() async throws -> PostgresRows {
+        roundTrips += 1
         try await flush()
         var rows: PostgresRows?
         var firstError: (any Error)?
@@ -257,7 +308,7 @@ extension PostgresConnection {
 
 extension Result where Failure == any Error {
     /// The outcome of an `async` body, so cleanup that must await can run after it either way.
-    init(catching body: () async throws -> Success) async {
+    public init(catching body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }

@@ -20,8 +20,14 @@ public final class PostgresConnection: @unchecked Sendable {
     var loop: PostgresEventLoop?
     /// Set on the loop when a deadline cut the connection: every later wait throws it.
     var abortReason: PostgresError?
-    /// Statements queued by ``enqueue(_:_:)``, sent with the next round trip.
-    var deferred: [(sql: String, parameters: [PostgresParameter])] = []
+    /// Statements queued by ``enqueue(_:_:)`` and ``sendAhead(_:_:)``, sent with the next round
+    /// trip; `ahead` receives the outcome of a statement whose rows are read later.
+    var deferred: [(sql: String, parameters: [PostgresParameter], ahead: PostgresAhead?)] = []
+    /// Round trips this connection has made (statements sent and their answers read), for tests
+    /// and diagnostics that check how many a piece of work costs.
+    public internal(set) var roundTrips = 0
+    /// The isolation of the transaction ``transaction(isolation:_:)`` is running, if any.
+    var transactionIsolation: IsolationLevel?
     /// Statements whose text exceeded this many distinct entries are not cached forever.
     static let preparedStatementLimit = 512
 
@@ -181,7 +187,15 @@ public final class PostgresConnection: @unchecked Sendable {
     /// It is sent with the next statement or `COMMIT` in one pipelined round trip; an error it
     /// raises surfaces there. Useful inside transactions to save round trips.
     public func enqueue(_ sql: String, _ parameters: [any PostgresEncodable] = []) {
-        deferred.append((sql, parameters.map(\.postgresParameter)))
+        deferred.append((sql, parameters.map(\.postgresParameter), nil))
+    }
+
+    /// Queues a statement whose rows the caller reads later, with ``rows(of:)``: it travels with
+    /// the next statement (one round trip for both), or alone if `rows(of:)` comes first.
+    public func sendAhead(_ sql: String, _ parameters: [any PostgresEncodable] = []) -> PostgresAhead {
+        let ahead = PostgresAhead()
+        deferred.append((sql, parameters.map(\.postgresParameter), ahead))
+        return ahead
     }
 
     /// Transaction isolation levels.
@@ -344,4 +358,10 @@ public final class PostgresFaults: Sendable {
         if take { cut.withLock { $0 += 1 } }
         return take
     }
+}
+
+/// A statement queued with ``PostgresConnection/sendAhead(_:_:)``: its outcome once the round
+/// trip that carried it is back. Belongs to the connection's lease holder, like the connection.
+public final class PostgresAhead: @unchecked Sendable {
+    var outcome: Result<PostgresRows, any Error>?
 }

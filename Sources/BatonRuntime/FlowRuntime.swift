@@ -479,30 +479,44 @@ public final class FlowRuntime: Sendable {
         let session = SessionRow(
             id: id, subject: claims.subject, flow: claims.flow, definitionHash: engine.flow.hash, state: engine.flow.start,
             step: 0, context: [:], status: "active", expiresAt: request.now.addingTimeInterval(engine.flow.ttl.seconds))
-        // An expired start action may still be a retry of one that ran: look, but never start.
-        let claimed = request.expired ? false : try await SessionStore.claim(db, session: session)
-        guard claimed else {
-            guard let (existing, logged) = try await SessionStore.lock(db, id: id, step: 0, event: "start") else {
-                return StepResult(reply: expiredBody(flow: claims.flow, parameters: parameters, request: request))
-            }
-            guard existing.subject == claims.subject else {
-                throw CommandError(.forbidden, "this action belongs to someone else", flow: claims.flow)
-            }
-            if logged == nil, existing.step == 0, let calling = Calling(existing) {
-                return continueCalling(calling, session: existing, command: request, event: "start", db: db)
-            }
-            // The same button again (a double tap, a retry) gets the session's first answer —
-            // unless the session has moved past it: then this screen is out of date.
-            guard let logged, logged.matches(request.inputDigest), existing.step <= 1 else {
-                return StepResult(reply: stale(flow: claims.flow))
-            }
-            return StepResult(reply: replay(logged.response, flow: claims.flow))
-        }
         let call = FlowCall(
             subject: subject, flow: claims.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
-        let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
-        let step = try await engine.start(parameters: parameters, host: host, call: call)
-        return try await settle(step, session: session, engine: engine, command: request, event: "start", startedFlow: claims.flow, db: db)
+        // The claim on the session id travels with the first statement the flow sends (one round
+        // trip fewer), so the flow starts before the claim's answer is known. A start that finds
+        // its session claimed already (a repeat) undoes what the flow did and answers from the
+        // session. An expired start action may still be a retry of one that ran: look, never start.
+        if !request.expired {
+            let claim = SessionStore.claimAhead(db, session: session)
+            let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
+            let started = await Result { try await engine.start(parameters: parameters, host: host, call: call) }
+            let claimed: Bool
+            do {
+                claimed = try await SessionStore.claimed(db, claim)
+            } catch {
+                _ = try started.get() // the flow's own failure (a deadline, a lost connection) says more
+                throw error
+            }
+            if claimed {
+                return try await settle(
+                    try started.get(), session: session, engine: engine, command: request, event: "start", startedFlow: claims.flow, db: db)
+            }
+            try await db.restartTransaction()
+        }
+        guard let (existing, logged) = try await SessionStore.lock(db, id: id, step: 0, event: "start") else {
+            return StepResult(reply: expiredBody(flow: claims.flow, parameters: parameters, request: request))
+        }
+        guard existing.subject == claims.subject else {
+            throw CommandError(.forbidden, "this action belongs to someone else", flow: claims.flow)
+        }
+        if logged == nil, existing.step == 0, let calling = Calling(existing) {
+            return continueCalling(calling, session: existing, command: request, event: "start", db: db)
+        }
+        // The same button again (a double tap, a retry) gets the session's first answer —
+        // unless the session has moved past it: then this screen is out of date.
+        guard let logged, logged.matches(request.inputDigest), existing.step <= 1 else {
+            return StepResult(reply: stale(flow: claims.flow))
+        }
+        return StepResult(reply: replay(logged.response, flow: claims.flow))
     }
 
     private func step(_ request: CommandRequest, db: PostgresConnection) async throws -> StepResult {

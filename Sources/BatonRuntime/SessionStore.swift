@@ -53,10 +53,9 @@ enum SessionStore {
         return (session, logged)
     }
 
-    /// Claims a new session id. Returns false when the session already exists (a repeated start);
-    /// a concurrent claimer waits here until the first one commits.
-    static func claim(_ db: PostgresConnection, session: SessionRow) async throws -> Bool {
-        let rows = try await db.query(
+    /// Queues the claim of a new session id, sent with the next statement: see ``claimed(_:_:)``.
+    static func claimAhead(_ db: PostgresConnection, session: SessionRow) -> PostgresAhead {
+        db.sendAhead(
             """
             INSERT INTO flow_sessions (id, subject, flow, definition_hash, state, step, context, status, expires_at)
             VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)
@@ -68,7 +67,12 @@ enum SessionStore {
                 PostgresJSON(String(decoding: JSONEncoding.encode(.object(session.context)), as: UTF8.self)), session.status,
                 session.expiresAt,
             ])
-        return !rows.isEmpty
+    }
+
+    /// Whether the claim got the session id: false when the session already exists (a repeated
+    /// start). A concurrent claimer's statement waits until the first one commits.
+    static func claimed(_ db: PostgresConnection, _ claim: PostgresAhead) async throws -> Bool {
+        !(try await db.rows(of: claim)).isEmpty
     }
 
     /// The logged reply of a command, if it was processed.

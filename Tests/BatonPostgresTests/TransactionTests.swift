@@ -88,6 +88,76 @@ struct TransactionTests {
         #expect(try await pool.query("SELECT count(*) FROM items WHERE name = 'before-queued-error'")[0].decode(Int.self, at: 0) == 0)
     }
 
+    /// Inserts `name` with a statement sent ahead and counts it with the next one; returns the
+    /// inserted id, the count the next statement saw, and the round trips the body took.
+    func insertAhead(_ connection: PostgresConnection, _ name: String) async throws -> (id: Int, seen: Int, trips: Int) {
+        let before = connection.roundTrips
+        let ahead = connection.sendAhead("INSERT INTO items (name) VALUES ($1) RETURNING id", [name])
+        let seen = try await connection.query("SELECT count(*) FROM items WHERE name = $1", [name])[0].decode(Int.self, at: 0)
+        let id = try await connection.rows(of: ahead)[0].decode(Int.self, at: 0)
+        return (id, seen, connection.roundTrips - before)
+    }
+
+    @Test("a statement sent ahead travels with the next one, in order, and its rows are read afterwards")
+    func sendAheadTravelsWithNext() async throws {
+        let (warm, measured) = try await pool.withConnection { connection in
+            // The first run prepares the statements (a round trip each, once per connection).
+            (try await connection.transaction { try await insertAhead($0, "ahead-1") },
+             try await connection.transaction { try await insertAhead($0, "ahead-2") })
+        }
+        #expect(warm.seen == 1 && measured.seen == 1, "the statement sent ahead ran before the one it travelled with")
+        #expect(measured.id > warm.id)
+        #expect(measured.trips == 1, "BEGIN, the INSERT sent ahead and the SELECT share one round trip")
+        #expect(try await pool.query("SELECT count(*) FROM items WHERE name LIKE 'ahead-_'")[0].decode(Int.self, at: 0) == 2)
+    }
+
+    @Test("rows(of:) sends a statement still queued on its own")
+    func sendAheadAlone() async throws {
+        let (value, trips) = try await pool.withTransaction { connection in
+            _ = try await connection.query("SELECT 1")
+            let before = connection.roundTrips
+            let ahead = connection.sendAhead("SELECT $1::int * 2", [21])
+            return (try await connection.rows(of: ahead)[0].decode(Int.self, at: 0), connection.roundTrips - before)
+        }
+        #expect(value == 42)
+        #expect(trips <= 2, "one round trip, plus one to prepare the statement on a connection that has not seen it")
+    }
+
+    @Test("a statement sent ahead that fails: the statement it travelled with and rows(of:) throw its error; nothing commits")
+    func sendAheadFailure() async throws {
+        try await pool.query("INSERT INTO items (name) VALUES ('ahead-taken')")
+        let errors = try await pool.withConnection { connection in
+            try await connection.execute("BEGIN")
+            let ahead = connection.sendAhead("INSERT INTO items (name) VALUES ('ahead-taken') RETURNING id")
+            let carrier = await Result { try await connection.query("INSERT INTO items (name) VALUES ('ahead-carrier')") }
+            let own = await Result { try await connection.rows(of: ahead) }
+            try await connection.execute("ROLLBACK")
+            return [carrier, own].map { result -> String? in
+                guard case .failure(let error as PostgresError) = result else { return nil }
+                return error.sqlState
+            }
+        }
+        #expect(errors == ["23505", "23505"])
+        #expect(try await pool.query("SELECT count(*) FROM items WHERE name = 'ahead-carrier'")[0].decode(Int.self, at: 0) == 0)
+    }
+
+    @Test("restartTransaction undoes what the transaction did, keeps its isolation, and what follows commits")
+    func restartTransaction() async throws {
+        let level = try await pool.withTransaction(isolation: .serializable) { connection in
+            try await connection.query("INSERT INTO items (name) VALUES ('restart-undone')")
+            connection.enqueue("INSERT INTO items (name) VALUES ('restart-queued')")
+            try await connection.restartTransaction()
+            try await connection.query("INSERT INTO items (name) VALUES ('restart-kept')")
+            return try await connection.query("SHOW transaction_isolation")[0].decode(String.self, at: 0)
+        }
+        #expect(level == "serializable")
+        let names = try await pool.query("SELECT name FROM items WHERE name LIKE 'restart-%' ORDER BY name").map { try $0.decode(String.self, at: 0) }
+        #expect(names == ["restart-kept"])
+        await #expect(throws: PostgresError.self) {
+            try await pool.withConnection { try await $0.restartTransaction() }
+        }
+    }
+
     @Test("serialization failures are retried automatically, a bounded number of times")
     func serializationRetry() async throws {
         try await pool.query("INSERT INTO counters VALUES (1, 0) ON CONFLICT DO NOTHING")

@@ -106,6 +106,35 @@ struct CommandTests {
         }
     }
 
+    @Test("a one-step start takes three round trips (the session claim rides with the effect's first statement); a repeat undoes its guess")
+    func startRoundTrips() async throws {
+        let environment = try await TestApplication.environment(poolSize: 1, flows: TestFlows.directory, registry: TestFlows.registry())
+        try await TestFlows.prepare(environment.pool)
+        let headers = try await userHeaders("dora")
+        try await buildApplication(environment).test(.router) { client in
+            func trips(_ body: () async throws -> TestResponse) async throws -> (TestResponse, Int) {
+                let before = try await environment.pool.withConnection { $0.roundTrips }
+                let response = try await body()
+                return (response, try await environment.pool.withConnection { $0.roundTrips } - before)
+            }
+            // The first command prepares its statements on the pool's one connection.
+            _ = try await client.command(TestFlows.startPayload("counter", subject: "user:dora", parameters: ["name": "warm"]), headers: headers)
+            _ = try await client.command(TestFlows.startPayload("counter", subject: "user:dora", parameters: ["name": "warm"]), headers: headers)
+            let start = TestFlows.startPayload("counter", subject: "user:dora", parameters: ["name": "trips"])
+            let (first, firstTrips) = try await trips { try await client.command(start, headers: headers) }
+            #expect(first.json == ["type": "done", "message": "Count is 1", "refresh": ["counts"]])
+            // [BEGIN, claim, effect's INSERT] · [effect's upsert] · [session, log, COMMIT]
+            #expect(firstTrips == 3)
+            // The repeat runs the effect on its guess, learns the session exists, rolls back and
+            // answers from the log: nothing of its guess stays.
+            let (again, _) = try await trips { try await client.command(start, headers: headers) }
+            #expect(Array(buffer: again.body) == Array(buffer: first.body))
+            #expect(again.headers[.idempotentReplay] == "true")
+            #expect(try await count(environment.pool, "SELECT value FROM test_counters WHERE name = 'trips'") == 1)
+            #expect(try await count(environment.pool, "SELECT count(*) FROM test_effect_runs WHERE effect = 'counter.increment'") == 3)
+        }
+    }
+
     @Test("ten copies of one step command at once: one effect, one answer")
     func concurrentStep() async throws {
         let environment = try await environment()
