@@ -18,6 +18,7 @@ extension PostgresConnection {
     /// Like ``query(_:_:)`` with parameters already in wire form.
     @discardableResult
     public func query(_ sql: String, parameters: [PostgresParameter]) async throws -> PostgresRows {
+        if let refutation { throw refutation }
         if !deferred.isEmpty { return try await flushDeferred(then: (sql, parameters)) }
         let name = try await preparedName(for: sql)
         let sent = try withWireParameters(parameters) { count, values, lengths, formats in
@@ -52,7 +53,10 @@ extension PostgresConnection {
     ) async throws -> R {
         deferred.append((isolation.beginStatement, [], nil))
         transactionIsolation = isolation
-        defer { transactionIsolation = nil }
+        defer {
+            transactionIsolation = nil
+            refutation = nil
+        }
         do {
             let value = try await body(self)
             if PQtransactionStatus(handle) == PQTRANS_INERROR {
@@ -72,20 +76,25 @@ extension PostgresConnection {
     /// Undoes everything the running transaction did and begins it again, with the same
     /// isolation: for a body that learns half-way that it took the wrong path (a statement sent
     /// ahead answered what it had guessed otherwise). Statements queued and not yet sent are
-    /// dropped; `BEGIN` goes with the next statement. One round trip (`ROLLBACK`).
-    public func restartTransaction() async throws {
+    /// dropped; `ROLLBACK` and `BEGIN` go with the next statement, so a restart costs no round
+    /// trip of its own.
+    public func restartTransaction() throws {
         guard let isolation = transactionIsolation else {
             throw PostgresError(code: .protocolViolation, message: "restartTransaction() outside transaction(_:)")
         }
+        refutation = nil
         deferred.removeAll()
-        try await execute("ROLLBACK")
+        deferred.append(("ROLLBACK", [], nil))
         deferred.append((isolation.beginStatement, [], nil))
     }
 
     /// The rows of a statement sent with ``sendAhead(_:_:)``: sends it now if it is still
     /// queued, and throws its error if it failed.
     public func rows(of ahead: PostgresAhead) async throws -> PostgresRows {
-        if ahead.outcome == nil, deferred.contains(where: { $0.ahead === ahead }) { _ = try await flushDeferred(then: nil) }
+        if ahead.outcome == nil, deferred.contains(where: { $0.ahead === ahead }) {
+            // Its own empty answer is what the caller asks about, not an error here.
+            do { _ = try await flushDeferred(then: nil) } catch let error as PostgresError where error.code == .guessRefuted {}
+        }
         guard let outcome = ahead.outcome else {
             throw PostgresError(
                 code: .protocolViolation, message: "a statement sent ahead was not run (an earlier one in its round trip failed, or its transaction ended)")
@@ -130,16 +139,23 @@ extension PostgresConnection {
         let outcomes = try await runPipeline(batch.map { ($0.sql, $0.parameters) })
         var firstError: (any Error)?
         for (index, outcome) in outcomes.enumerated() {
-            if let ahead = batch[index].ahead { ahead.outcome = outcome }
+            if let ahead = batch[index].ahead {
+                ahead.outcome = outcome
+                if ahead.requiringRows, case .success(let rows)? = outcome, rows.isEmpty, refutation == nil {
+                    refutation = PostgresError(code: .guessRefuted, message: "a statement sent ahead found no row; the transaction must restart")
+                }
+            }
             if case .failure(let error)? = outcome, firstError == nil { firstError = error }
         }
         if let firstError { throw firstError }
+        if let refutation { throw refutation }
         return last == nil ? .empty : try outcomes[outcomes.count - 1]?.get() ?? .empty
     }
 
     /// Runs several statements in one round trip (libpq pipeline mode) and returns each one's
     /// rows. The first failing statement's error is thrown; later ones are skipped by the server.
     public func pipeline(_ statements: [(sql: String, parameters: [PostgresParameter])]) async throws -> [PostgresRows] {
+        if let refutation { throw refutation }
         if !deferred.isEmpty { _ = try await flushDeferred(then: nil) }
         var rows: [PostgresRows] = []
         rows.reserveCapacity(statements.count)

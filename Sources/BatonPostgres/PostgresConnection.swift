@@ -26,6 +26,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Round trips this connection has made (statements sent and their answers read), for tests
     /// and diagnostics that check how many a piece of work costs.
     public internal(set) var roundTrips = 0
+    /// Set when a statement sent ahead with `requiringRows` found none: later statements throw
+    /// it without being sent, until ``restartTransaction()``.
+    var refutation: PostgresError?
     /// The isolation of the transaction ``transaction(isolation:_:)`` is running, if any.
     var transactionIsolation: IsolationLevel?
     /// Statements whose text exceeded this many distinct entries are not cached forever.
@@ -192,8 +195,13 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Queues a statement whose rows the caller reads later, with ``rows(of:)``: it travels with
     /// the next statement (one round trip for both), or alone if `rows(of:)` comes first.
-    public func sendAhead(_ sql: String, _ parameters: [any PostgresEncodable] = []) -> PostgresAhead {
-        let ahead = PostgresAhead()
+    ///
+    /// With `requiringRows`, the work after it is a guess that the statement returns a row: if
+    /// it returns none, the statement it travelled with throws
+    /// ``PostgresError/Code/guessRefuted``, and so does every later one (COMMIT included) until
+    /// ``restartTransaction()``.
+    public func sendAhead(_ sql: String, _ parameters: [any PostgresEncodable] = [], requiringRows: Bool = false) -> PostgresAhead {
+        let ahead = PostgresAhead(requiringRows: requiringRows)
         deferred.append((sql, parameters.map(\.postgresParameter), ahead))
         return ahead
     }
@@ -364,4 +372,7 @@ public final class PostgresFaults: Sendable {
 /// trip that carried it is back. Belongs to the connection's lease holder, like the connection.
 public final class PostgresAhead: @unchecked Sendable {
     var outcome: Result<PostgresRows, any Error>?
+    let requiringRows: Bool
+
+    init(requiringRows: Bool) { self.requiringRows = requiringRows }
 }

@@ -34,6 +34,11 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         /// The pool saw the database go silent and fails fast until a probe reaches it again.
         public static let unavailable = Code("unavailable")
 
+        /// A statement sent ahead with ``PostgresConnection/sendAhead(_:_:requiringRows:)`` found
+        /// no row: the transaction's guess was wrong, and its statements are refused until
+        /// ``PostgresConnection/restartTransaction()``.
+        public static let guessRefuted = Code("guessRefuted")
+
         public var description: String { name }
     }
 

@@ -483,7 +483,8 @@ public final class FlowRuntime: Sendable {
             subject: subject, flow: claims.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
         // The claim on the session id travels with the first statement the flow sends (one round
         // trip fewer), so the flow starts before the claim's answer is known. A start that finds
-        // its session claimed already (a repeat) undoes what the flow did and answers from the
+        // its session claimed already (a repeat) has its flow's statements refused from then on,
+        // undoes what the flow did (ROLLBACK goes with the next statement) and answers from the
         // session. An expired start action may still be a retry of one that ran: look, never start.
         if !request.expired {
             let claim = SessionStore.claimAhead(db, session: session)
@@ -500,7 +501,7 @@ public final class FlowRuntime: Sendable {
                 return try await settle(
                     try started.get(), session: session, engine: engine, command: request, event: "start", startedFlow: claims.flow, db: db)
             }
-            try await db.restartTransaction()
+            try db.restartTransaction()
         }
         guard let (existing, logged) = try await SessionStore.lock(db, id: id, step: 0, event: "start") else {
             return StepResult(reply: expiredBody(flow: claims.flow, parameters: parameters, request: request))

@@ -54,6 +54,7 @@ enum SessionStore {
     }
 
     /// Queues the claim of a new session id, sent with the next statement: see ``claimed(_:_:)``.
+    /// The flow's statements after it are refused if the claim finds the session taken.
     static func claimAhead(_ db: PostgresConnection, session: SessionRow) -> PostgresAhead {
         db.sendAhead(
             """
@@ -66,7 +67,7 @@ enum SessionStore {
                 session.id, session.subject, session.flow, session.definitionHash, session.state, session.step,
                 PostgresJSON(String(decoding: JSONEncoding.encode(.object(session.context)), as: UTF8.self)), session.status,
                 session.expiresAt,
-            ])
+            ], requiringRows: true)
     }
 
     /// Whether the claim got the session id: false when the session already exists (a repeated

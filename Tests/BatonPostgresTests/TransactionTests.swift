@@ -141,12 +141,43 @@ struct TransactionTests {
         #expect(try await pool.query("SELECT count(*) FROM items WHERE name = 'ahead-carrier'")[0].decode(Int.self, at: 0) == 0)
     }
 
+    @Test("a guess refuted: a statement sent ahead requiring rows finds none; its carrier and every later statement throw until the restart")
+    func refutedGuess() async throws {
+        // Twice on one connection: the second run's statements are prepared already.
+        let runs = try await pool.withConnection { connection in
+            var runs: [(Result<PostgresRows, any Error>, Result<PostgresRows, any Error>, Int, Int)] = []
+            for round in 1...2 {
+                runs.append(try await connection.transaction { connection in
+                    let claim = connection.sendAhead("SELECT id FROM items WHERE name = 'no-such-item'", requiringRows: true)
+                    let carrier = await Result { try await connection.query("INSERT INTO items (name) VALUES ('guess-undone')") }
+                    let before = connection.roundTrips
+                    let later = await Result { try await connection.query("SELECT 1") }
+                    let laterTrips = connection.roundTrips - before
+                    #expect(try await connection.rows(of: claim).isEmpty, "the statement's own answer is readable")
+                    try connection.restartTransaction()
+                    try await connection.query("INSERT INTO items (name) VALUES ($1)", ["guess-restarted-\(round)"])
+                    return (carrier, later, laterTrips, connection.roundTrips - before)
+                })
+            }
+            return runs
+        }
+        let (carrier, later, laterTrips, afterRestart) = runs[1]
+        for outcome in [carrier.map { _ in () }, later.map { _ in () }] {
+            guard case .failure(let error as PostgresError) = outcome else { Issue.record("not refused: \(outcome)"); continue }
+            #expect(error.code == .guessRefuted)
+        }
+        #expect(laterTrips == 0, "a refused statement is not sent")
+        #expect(afterRestart == 1, "ROLLBACK and BEGIN travel with the next statement")
+        let names = try await pool.query("SELECT name FROM items WHERE name LIKE 'guess-%' ORDER BY name").map { try $0.decode(String.self, at: 0) }
+        #expect(names == ["guess-restarted-1", "guess-restarted-2"])
+    }
+
     @Test("restartTransaction undoes what the transaction did, keeps its isolation, and what follows commits")
     func restartTransaction() async throws {
         let level = try await pool.withTransaction(isolation: .serializable) { connection in
             try await connection.query("INSERT INTO items (name) VALUES ('restart-undone')")
             connection.enqueue("INSERT INTO items (name) VALUES ('restart-queued')")
-            try await connection.restartTransaction()
+            try connection.restartTransaction()
             try await connection.query("INSERT INTO items (name) VALUES ('restart-kept')")
             return try await connection.query("SHOW transaction_isolation")[0].decode(String.self, at: 0)
         }
@@ -154,7 +185,7 @@ struct TransactionTests {
         let names = try await pool.query("SELECT name FROM items WHERE name LIKE 'restart-%' ORDER BY name").map { try $0.decode(String.self, at: 0) }
         #expect(names == ["restart-kept"])
         await #expect(throws: PostgresError.self) {
-            try await pool.withConnection { try await $0.restartTransaction() }
+            try await pool.withConnection { try $0.restartTransaction() }
         }
     }
 

@@ -14,6 +14,21 @@ public final class FaultProxy: @unchecked Sendable {
         TestDatabase.repositoryRoot.appendingPathComponent("../shared/tools/tcp_fault_proxy.py").standardizedFileURL
     }
 
+    /// Runs the script (the first argument) and ends it once the test process that started it is
+    /// gone: a proxy a test never released (a static, a crash) must not outlive the run, polling
+    /// and holding ports on the next run's machine.
+    static let orphanGuard = """
+        import os, runpy, sys, threading, time
+        parent = os.getppid()
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(0)
+        threading.Thread(target=watch, daemon=True).start()
+        sys.argv = sys.argv[1:]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        """
+
     public init(upstreamHost: String, upstreamPort: Int) throws {
         guard FileManager.default.fileExists(atPath: Self.script.path) else {
             throw TestFailure("\(Self.script.path) is missing: the fault tests need ../shared beside the repository")
@@ -21,7 +36,7 @@ public final class FaultProxy: @unchecked Sendable {
         port = try FreePort.find()
         controlPort = try FreePort.find()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Self.script.path, String(port), upstreamHost, String(upstreamPort), String(controlPort)]
+        process.arguments = ["python3", "-c", Self.orphanGuard, Self.script.path, String(port), upstreamHost, String(upstreamPort), String(controlPort)]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Where a command's CPU goes, layer by layer: Baton's CPU per request (from /proc/<pid>/stat)
+# and thread switches per request (voluntary + involuntary, all threads, from
+# /proc/<pid>/task/*/status) for requests that stop at successive depths of the command path,
+# under wrk, in one run:
+#
+#   healthz            the HTTP stack alone (GET /healthz)
+#   refused command    + bearer token, JSON body, payload signature (a tampered payload: 400)
+#   replayed command   + one transaction of three round trips (the same command again: the
+#                        claim finds the session, the log's reply is sent again)
+#   probe              POST /diagnostics/probe/:id: two round trips (SELECT … FOR UPDATE;
+#                        UPDATE + INSERT + COMMIT pipelined), no token, no flow
+#
+# and, beside them, the CPU the pgbench client spends per transaction of favourite-add.pgbench
+# (seven round trips, one thread, as the peer's cost of talking to PostgreSQL).
+#
+#   Benchmarks/e2e/cpu-layers.sh [--seconds 8] [--connections 32] [--baton PATH | --no-build] [--port 8088]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+seconds=8; connections=32; build=1; port=8088
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2;;
+    --connections) connections=$2; shift 2;;
+    --no-build) build=0; shift;;
+    --baton) baton_bin=$2; shift 2;;
+    --port) port=$2; shift 2;;
+    *) echo "unknown option $1" >&2; exit 2;;
+  esac
+done
+. "$here/common.sh"
+
+start_baton 8
+LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
+"$pgbin/psql" -qc "INSERT INTO probe_counters (subject) SELECT g::text FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING"
+python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count 1 --prefix layers \
+  --secret "$BATON_JWT_HS256_SECRET" --out "$data/command.txt" >/dev/null
+read -r token payload <"$data/command.txt"
+curl -sf -o /dev/null -X POST -H "Authorization: Bearer $token" -H "Content-Type: application/json" \
+  -d "{\"payload\":\"$payload\"}" "http://127.0.0.1:$port/v3/command"
+
+# wrk scripts: $1 = method, $2 = body ('' for none), $3 = path (a %d is replaced by 1–1000).
+script() {
+  cat >"$data/$1.lua" <<LUA
+math.randomseed(os.time())
+local body = [[$3]]
+request = function()
+  local path = string.gsub("$4", "%%d", tostring(math.random(1, 1000)))
+  return wrk.format("$2", path, {
+    ["Authorization"] = "Bearer $token", ["Content-Type"] = "application/json", ["X-Client-Platform"] = "ios",
+  }, body ~= "" and body or nil)
+end
+function done(summary, latency, requests)
+  io.write(string.format("latency_us p50 %d p99 %d\n", latency:percentile(50), latency:percentile(99)))
+end
+LUA
+}
+script healthz GET "" /healthz
+script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
+script replayed POST "{\"payload\":\"$payload\"}" /v3/command
+script probe POST "" /diagnostics/probe/%d
+
+switches() { cat "/proc/$serve_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {t += $2} END {print t}'; }
+
+echo "| request | requests/s | Baton CPU µs/request | thread switches/request | PostgreSQL CPU µs/request |"
+echo "|---|---:|---:|---:|---:|"
+for layer in healthz refused replayed probe; do
+  wrk -t1 -c"$connections" -d2s -s "$data/$layer.lua" "http://127.0.0.1:$port" >/dev/null # warm-up
+  before=$(switches)
+  measured_wrk -t1 -c"$connections" -d"${seconds}s" -s "$data/$layer.lua" "http://127.0.0.1:$port"
+  after=$(switches)
+  awk -v l="$layer" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v p="$wrk_pg_cpu" -v a="$before" -v b="$after" -v n="$wrk_requests" \
+    'BEGIN {printf "| %s | %.0f | %d | %.1f | %d |\n", l, r, c, (b - a) / n, p}'
+done
+
+hash=$("$pgbin/psql" -Atc "SELECT hash FROM flow_definitions WHERE flow = 'favourite-add' ORDER BY created_at DESC LIMIT 1")
+# `times` in the subshell prints the CPU its children (pgbench) used: user, then system.
+( "$pgbench" -n -c 8 -j 1 -M prepared -D hash="$hash" -f "$here/favourite-add.pgbench" -T "$seconds" >"$data/pgbench.out" 2>&1; times ) \
+  | tail -1 | sed 's/[ms]/ /g' | awk '{print $1 * 60 + $2, $3 * 60 + $4}' >"$data/pgbench.time"
+transactions=$(awk '/number of transactions actually processed/ {print $NF}' "$data/pgbench.out")
+awk -v n="$transactions" '{printf "\npgbench client (favourite-add.pgbench, 8 connections, one thread): %d µs of CPU per transaction (user %.2f s, system %.2f s, %d transactions)\n", ($1 + $2) * 1e6 / n, $1, $2, n}' "$data/pgbench.time"
