@@ -8,15 +8,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build=1; port=8087
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --no-build) build=0; shift;;
-    --baton) baton_bin=$2; shift 2;;
-    --port) port=$2; shift 2;;
-    *) echo "unknown option $1" >&2; exit 2;;
-  esac
-done
+port=8087
+options="port" # read by common.sh
 . "$here/common.sh"
 playlist=11111111-0000-4000-8000-000000000001
 

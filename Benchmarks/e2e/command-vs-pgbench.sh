@@ -23,20 +23,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-connections="2 4 8"; seconds=10; rounds=3; build=1; port=8088; guess=2000; per_connection=4
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --connections) connections=$2; shift 2;;
-    --seconds) seconds=$2; shift 2;;
-    --rounds) rounds=$2; shift 2;;
-    --no-build) build=0; shift;;
-    --baton) baton_bin=$2; shift 2;;
-    --http-per-connection) per_connection=$2; shift 2;;
-    --port) port=$2; shift 2;;
-    --max-rate) guess=$2; shift 2;;
-    *) echo "unknown option $1" >&2; exit 2;;
-  esac
-done
+connections="2 4 8"; seconds=10; rounds=3; port=8088; max_rate=2000; http_per_connection=4
+options="connections seconds rounds http_per_connection port max_rate" # read by common.sh
 . "$here/common.sh"
 
 start_baton 2
@@ -49,10 +37,10 @@ for n in $connections; do
   start_baton "$n"
   run=$((run + 1))
   commands="$data/commands-$run.txt"
-  count=$(( guess * (rounds * seconds + 3) ))
+  count=$(( max_rate * (rounds * seconds + 3) ))
   python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count "$count" --prefix "bench-$run" \
     --secret "$BATON_JWT_HS256_SECRET" --out "$commands"
-  wrk_connections=$((n * per_connection))
+  wrk_connections=$((n * http_per_connection))
   next=1; answered_by_wrk=0; sends=0
   # $1 = duration. Runs wrk between CPU readings (measured_wrk) and moves `next` past every
   # command this run may have used: those answered, those timed out, and those still in flight.

@@ -2,12 +2,29 @@
 # throwaway data directory removed on exit, starting Baton on it, medians, and what each
 # measured interval costs: latency percentiles from wrk and pgbench, CPU of Baton and of the
 # embedded PostgreSQL from /proc.
-# The sourcing script sets `root`, `port` and `build` first, and `baton_bin` when it was
-# given --baton PATH.
+# The sourcing script sets `root`, `port` and its `options` first.
 #
 # Which binary: --baton PATH, else $BATON_BIN, else $root/.build/release/baton, built first
 # unless --no-build. A binary given either way is used as it is (no build): building the tree
 # would not change it.
+
+# The options, read from the sourcing script's arguments: --no-build and --baton PATH for every
+# script, and --NAME VALUE for each NAME in the script's `options` (setting the variable of that
+# name, dashes as underscores, whose default the script set beforehand).
+build=${build:-1}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) build=0; shift;;
+    --baton) [ $# -ge 2 ] || { echo "--baton needs a path" >&2; exit 2; }; baton_bin=$2; shift 2;;
+    --*)
+      name=${1#--}; name=${name//-/_}
+      case " ${options:-} " in
+        *" $name "*) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; printf -v "$name" '%s' "$2"; shift 2;;
+        *) echo "unknown option $1" >&2; exit 2;;
+      esac;;
+    *) echo "unknown argument $1" >&2; exit 2;;
+  esac
+done
 
 # Under set -e a failed command inside $(…) ends the script without a word: say where.
 set -E

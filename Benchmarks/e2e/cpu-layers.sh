@@ -18,17 +18,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-seconds=8; connections=32; build=1; port=8088
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --seconds) seconds=$2; shift 2;;
-    --connections) connections=$2; shift 2;;
-    --no-build) build=0; shift;;
-    --baton) baton_bin=$2; shift 2;;
-    --port) port=$2; shift 2;;
-    *) echo "unknown option $1" >&2; exit 2;;
-  esac
-done
+seconds=8; connections=32; port=8088
+options="seconds connections port" # read by common.sh
 . "$here/common.sh"
 
 start_baton 8
@@ -40,7 +31,7 @@ read -r token payload <"$data/command.txt"
 curl -sf -o /dev/null -X POST -H "Authorization: Bearer $token" -H "Content-Type: application/json" \
   -d "{\"payload\":\"$payload\"}" "http://127.0.0.1:$port/v3/command"
 
-# wrk scripts: $1 = method, $2 = body ('' for none), $3 = path (a %d is replaced by 1–1000).
+# A wrk script $1.lua: method $2, body $3 ('' for none), path $4 (a %d in it becomes 1–1000).
 script() {
   cat >"$data/$1.lua" <<LUA
 math.randomseed(os.time())

@@ -11,18 +11,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-connections="2 4 8"; seconds=10; rounds=3; build=1; port=8089
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --connections) connections=$2; shift 2;;
-    --seconds) seconds=$2; shift 2;;
-    --rounds) rounds=$2; shift 2;;
-    --no-build) build=0; shift;;
-    --baton) baton_bin=$2; shift 2;;
-    --port) port=$2; shift 2;;
-    *) echo "unknown option $1" >&2; exit 2;;
-  esac
-done
+connections="2 4 8"; seconds=10; rounds=3; port=8089
+options="connections seconds rounds port" # read by common.sh
 . "$here/common.sh"
 
 start_baton 2

@@ -17,19 +17,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-pool=8; http_connections="8 16 32 64 128"; seconds=10; rounds=3; build=1; port=8085
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --pool) pool=$2; shift 2;;
-    --http-connections) http_connections=$2; shift 2;;
-    --seconds) seconds=$2; shift 2;;
-    --rounds) rounds=$2; shift 2;;
-    --no-build) build=0; shift;;
-    --baton) baton_bin=$2; shift 2;;
-    --port) port=$2; shift 2;;
-    *) echo "unknown option $1" >&2; exit 2;;
-  esac
-done
+pool=8; http_connections="8 16 32 64 128"; seconds=10; rounds=3; port=8085
+options="pool http_connections seconds rounds port" # read by common.sh
 . "$here/common.sh"
 
 start_baton "$pool"

@@ -22,19 +22,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-connections="2 4 8"; seconds=10; rounds=3; build=1; port=8086; per_connection=4
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --connections) connections=$2; shift 2;;
-    --seconds) seconds=$2; shift 2;;
-    --rounds) rounds=$2; shift 2;;
-    --http-per-connection) per_connection=$2; shift 2;;
-    --no-build) build=0; shift;;
-    --baton) baton_bin=$2; shift 2;;
-    --port) port=$2; shift 2;;
-    *) echo "unknown option $1" >&2; exit 2;;
-  esac
-done
+connections="2 4 8"; seconds=10; rounds=3; port=8086; http_per_connection=4
+options="connections seconds rounds http_per_connection port" # read by common.sh
 . "$here/common.sh"
 
 start_baton 2
@@ -45,7 +34,7 @@ echo
 comparison_header screen
 for n in $connections; do
   start_baton "$n"
-  wrk_connections=$((n * per_connection))
+  wrk_connections=$((n * http_per_connection))
   pgbench_args=(-n -c "$n" -j 1 -M prepared -D playlist="$screen_playlist" -D subject="user:$screen_user" -f "$here/screen-playlist.pgbench")
   # Warm-up: prepared statements, caches, connections.
   screen_wrk 3s "$wrk_connections"

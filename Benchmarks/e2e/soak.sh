@@ -16,22 +16,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-seconds=600; interval=60; sample=10; connections=16; pool=4; baseline=120; max_growth=10; build=1; port=8084
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --seconds) seconds=$2; shift 2;;
-    --interval) interval=$2; shift 2;;
-    --sample) sample=$2; shift 2;;
-    --connections) connections=$2; shift 2;;
-    --pool) pool=$2; shift 2;;
-    --baseline) baseline=$2; shift 2;;
-    --max-growth) max_growth=$2; shift 2;;
-    --no-build) build=0; shift;;
-    --baton) baton_bin=$2; shift 2;;
-    --port) port=$2; shift 2;;
-    *) echo "unknown option $1" >&2; exit 2;;
-  esac
-done
+seconds=600; interval=60; sample=10; connections=16; pool=4; baseline=120; max_growth=10; port=8084
+options="seconds interval sample connections pool baseline max_growth port" # read by common.sh
 . "$here/common.sh"
 if [ $((2 * baseline)) -gt "$seconds" ]; then baseline=$((seconds / 2)); fi
 

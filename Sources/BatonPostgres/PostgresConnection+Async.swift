@@ -136,7 +136,7 @@ extension PostgresConnection {
         var batch = deferred
         deferred.removeAll()
         if let last { batch.append((last.sql, last.parameters, nil)) }
-        let outcomes = try await runPipeline(batch.map { ($0.sql, $0.parameters) })
+        let outcomes = try await runPipeline(batch)
         var firstError: (any Error)?
         for (index, outcome) in outcomes.enumerated() {
             if let ahead = batch[index].ahead {
@@ -157,20 +157,14 @@ extension PostgresConnection {
     public func pipeline(_ statements: [(sql: String, parameters: [PostgresParameter])]) async throws -> [PostgresRows] {
         if let refutation { throw refutation }
         if !deferred.isEmpty { _ = try await flushDeferred(then: nil) }
-        var rows: [PostgresRows] = []
-        rows.reserveCapacity(statements.count)
-        for outcome in try await runPipeline(statements) {
-            // Outcomes after the first failure are nil (skipped by the server).
-            guard let outcome else { break }
-            rows.append(try outcome.get())
-        }
-        return rows
+        // The first failure is thrown; outcomes after it are nil (skipped by the server).
+        return try await runPipeline(statements.map { ($0.sql, $0.parameters, nil) }).map { try $0?.get() ?? .empty }
     }
 
     /// Sends `statements` in one round trip and returns each one's outcome: its rows, its error,
     /// or nil when the server skipped it after an earlier one failed. Throws only when the
     /// connection fails.
-    private func runPipeline(_ statements: [(sql: String, parameters: [PostgresParameter])]) async throws -> [Result<PostgresRows, any Error>?] {
+    private func runPipeline(_ statements: [Deferred]) async throws -> [Result<PostgresRows, any Error>?] {
         guard !statements.isEmpty else { return [] }
         // A statement seen for the first time is prepared first, in its own round trip (once
         // per connection).

@@ -22,7 +22,8 @@ public final class PostgresConnection: @unchecked Sendable {
     var abortReason: PostgresError?
     /// Statements queued by ``enqueue(_:_:)`` and ``sendAhead(_:_:)``, sent with the next round
     /// trip; `ahead` receives the outcome of a statement whose rows are read later.
-    var deferred: [(sql: String, parameters: [PostgresParameter], ahead: PostgresAhead?)] = []
+    var deferred: [Deferred] = []
+    typealias Deferred = (sql: String, parameters: [PostgresParameter], ahead: PostgresAhead?)
     /// Round trips this connection has made (statements sent and their answers read), for tests
     /// and diagnostics that check how many a piece of work costs.
     public internal(set) var roundTrips = 0

@@ -1,5 +1,4 @@
 import DequeModule
-import Dispatch
 import NIOCore
 import NIOPosix
 import Foundation

@@ -5,10 +5,14 @@ import Testing
 
 @Suite("Connection pool")
 struct PoolTests {
+    /// No test here is about deadlines (DeadlineTests are): calls get the test suite's generous
+    /// one, since the suite runs many tests at once on two cores.
+    static let callTimeout = Duration.seconds(30)
+
     @Test("an exhausted pool makes callers wait, then times out with a clear error")
     func exhaustion() async throws {
         let conninfo = try await TestDatabase.make()
-        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2, acquireTimeout: .milliseconds(300)))
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2, acquireTimeout: .milliseconds(300), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
         // Two long holders occupy both connections.
         let holders = (0..<2).map { _ in Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(1.5)") } } }
@@ -26,7 +30,7 @@ struct PoolTests {
         #expect(pool.statistics.acquireTimeouts == 1)
 
         // A waiter with a longer budget is served as soon as a holder finishes.
-        let patient = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: .seconds(10)))
+        let patient = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: .seconds(10), callTimeout: Self.callTimeout))
         defer { Task { await patient.close() } }
         let holder = Task { try await patient.withConnection { try await $0.query("SELECT pg_sleep(0.3)") } }
         try await Task.sleep(for: .milliseconds(50))
@@ -38,7 +42,7 @@ struct PoolTests {
 
     @Test("closing a pool twice, or from several tasks at once, returns; queries after it fail clearly", .timeLimit(.minutes(1)))
     func closeTwice() async throws {
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 3))
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 3, callTimeout: Self.callTimeout))
         #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<3 { group.addTask { await pool.close() } }
@@ -50,7 +54,7 @@ struct PoolTests {
 
     @Test("a cancelled waiter leaves the queue and does not leak a connection")
     func cancellation() async throws {
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(30)))
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(30), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
         // Long enough that the waiter is still queued when checked, on a loaded machine too.
         let holder = Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(3)") } }
@@ -68,10 +72,10 @@ struct PoolTests {
 
     @Test("a connection killed with pg_terminate_backend is replaced, and the next query succeeds")
     func killedConnection() async throws {
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
         let pid = try await pool.query("SELECT pg_backend_pid()")[0].decode(Int32.self, at: 0)
-        let admin = PostgresPool(configuration: .init(conninfo: try await TestDatabase.adminConninfo(), maxConnections: 1))
+        let admin = PostgresPool(configuration: .init(conninfo: try await TestDatabase.adminConninfo(), maxConnections: 1, callTimeout: Self.callTimeout))
         defer { Task { await admin.close() } }
         #expect(try await admin.query("SELECT pg_terminate_backend($1)", [pid])[0].decode(Bool.self, at: 0))
         // Wait until the server has really let go of the backend.
@@ -89,10 +93,10 @@ struct PoolTests {
     @Test("a connection that dies mid-transaction is retried on a fresh connection by withTransaction")
     func retryAfterConnectionLoss() async throws {
         let conninfo = try await TestDatabase.make()
-        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2))
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2, callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
         try await pool.query("CREATE TABLE marks (attempt int)")
-        let admin = PostgresPool(configuration: .init(conninfo: try await TestDatabase.adminConninfo(), maxConnections: 1))
+        let admin = PostgresPool(configuration: .init(conninfo: try await TestDatabase.adminConninfo(), maxConnections: 1, callTimeout: Self.callTimeout))
         defer { Task { await admin.close() } }
         let firstAttempt = Mutex(true)
         try await pool.withTransaction { connection in
@@ -127,7 +131,7 @@ struct PoolTests {
 
     @Test("a closed pool refuses work with poolClosed")
     func closed() async throws {
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: Self.callTimeout))
         try await pool.query("SELECT 1")
         await pool.close()
         let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
