@@ -216,7 +216,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BatonFlowsTests",
-            dependencies: ["BatonFlows", "BatonJSON"],
+            dependencies: ["BatonFlows", "BatonJSON", "BatonTestSupport"],
             swiftSettings: testSettings
         ),
         .testTarget(

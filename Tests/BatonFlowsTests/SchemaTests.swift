@@ -1,5 +1,6 @@
 import BatonFlows
 import BatonJSON
+import BatonTestSupport
 import Foundation
 import Testing
 
@@ -43,7 +44,7 @@ struct SchemaTests {
     }
 
     @Test("every flow in Flows/ and in the test fixtures validates against the schema (jsonschema)")
-    func filesValidate() throws {
+    func filesValidate() async throws {
         let python = Fixtures.root.appendingPathComponent(".build/tools-venv/bin/python").path
         guard FileManager.default.isExecutableFile(atPath: python) else {
             Issue.record("the tools venv is missing: run scripts/bootstrap.sh --test")
@@ -57,20 +58,13 @@ struct SchemaTests {
                 files.append(url.appendingPathComponent(name).path)
             }
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [Fixtures.root.appendingPathComponent("scripts/checks/validate_flows_schema.py").path, Self.schemaURL.path] + files
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
+        let (status, text) = try await ExternalTool.run(
+            python, [Fixtures.root.appendingPathComponent("scripts/checks/validate_flows_schema.py").path, Self.schemaURL.path] + files)
+        #expect(status == 0, "\(text)")
     }
 
     @Test("the schema rejects what the loader rejects: an unknown key")
-    func rejects() throws {
+    func rejects() async throws {
         let python = Fixtures.root.appendingPathComponent(".build/tools-venv/bin/python").path
         guard FileManager.default.isExecutableFile(atPath: python) else {
             Issue.record("the tools venv is missing: run scripts/bootstrap.sh --test")
@@ -78,12 +72,8 @@ struct SchemaTests {
         }
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("bad-\(UUID().uuidString).yaml")
         try "flow: bad\nstart: a\nstates:\n  a:\n    done: {}\n    colour: blue\n".write(to: file, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [Fixtures.root.appendingPathComponent("scripts/checks/validate_flows_schema.py").path, Self.schemaURL.path, file.path]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 1)
+        let (status, text) = try await ExternalTool.run(
+            python, [Fixtures.root.appendingPathComponent("scripts/checks/validate_flows_schema.py").path, Self.schemaURL.path, file.path])
+        #expect(status == 1, "\(text)")
     }
 }

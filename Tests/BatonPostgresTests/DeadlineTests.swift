@@ -113,7 +113,7 @@ struct DeadlineTests {
     func blackhole() async throws {
         let conninfo = try await TestDatabase.make()
         let address = try await TestDatabase.tcpAddress()
-        let proxy = try FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
+        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
         let direct = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
         try await direct.query("CREATE TABLE sessions (id int PRIMARY KEY, step int NOT NULL)")
         try await direct.query("INSERT INTO sessions VALUES (1, 0)")

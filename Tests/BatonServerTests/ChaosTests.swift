@@ -45,7 +45,7 @@ struct ChaosTests {
         try await Migrator(directory: TestDatabase.migrationsDirectory).migrate(on: admin)
         _ = try await admin.withConnection { try await DemoData.seed($0) }
 
-        let proxies = [try FaultProxy(upstreamHost: "127.0.0.1", upstreamPort: port), try FaultProxy(upstreamHost: "127.0.0.1", upstreamPort: port)]
+        let proxies = [try await FaultProxy(upstreamHost: "127.0.0.1", upstreamPort: port), try await FaultProxy(upstreamHost: "127.0.0.1", upstreamPort: port)]
         var replicas: [BatonEnvironment] = []
         for proxy in proxies {
             replicas.append(

@@ -190,7 +190,7 @@ struct ContractHealthTests {
         guard let executable = BatonProcess.executable else { throw TestFailure("build the baton executable first (swift build)") }
         let flows = TestDatabase.repositoryRoot.appendingPathComponent("Flows").path
         // --days 7 is today and the six days before it: the row 7 days back stays out.
-        let csv = try ExternalTool.run(
+        let csv = try await ExternalTool.run(
             executable.path, ["report", "contract", "--days", "7", "--csv", "--database-url", conninfo, "--flows-dir", flows])
         #expect(csv.status == 0, "\(csv.output)")
         #expect(
@@ -203,7 +203,7 @@ struct ContractHealthTests {
 
                 """)
         let svgFile = FileManager.default.temporaryDirectory.appendingPathComponent("contract-\(UUID().uuidString).svg")
-        let table = try ExternalTool.run(
+        let table = try await ExternalTool.run(
             executable.path, ["report", "contract", "--database-url", conninfo, "--flows-dir", flows, "--svg", svgFile.path])
         #expect(table.status == 0, "\(table.output)")
         #expect(table.output.contains("ios       3.4         3      1151       11510              0        0            100.0%            0  render fully"), "\(table.output)")

@@ -30,7 +30,7 @@ struct FaultTests {
     func blackholedCommand() async throws {
         let conninfo = try await TestDatabase.make(migrated: true)
         let address = try await TestDatabase.tcpAddress()
-        let proxy = try FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
+        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
         let direct = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
         try await TestFlows.prepare(direct)
         let environment = try await TestApplication.environment(

@@ -5,14 +5,14 @@ import Testing
 
 @Suite("baton flows lint / graph")
 struct FlowsCommandTests {
-    func baton(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    func baton(_ arguments: [String]) async throws -> (status: Int32, output: String) {
         guard let executable = BatonProcess.executable else { throw TestFailure("build the baton executable first (swift build)") }
-        return try ExternalTool.run(executable.path, arguments)
+        return try await ExternalTool.run(executable.path, arguments)
     }
 
     @Test("lint prints compiler-style diagnostics and exits 1 on errors")
-    func lintBroken() throws {
-        let result = try baton(["flows", "lint", "--flows-dir", TestFlows.brokenDirectory.path])
+    func lintBroken() async throws {
+        let result = try await baton(["flows", "lint", "--flows-dir", TestFlows.brokenDirectory.path])
         #expect(result.status == 1)
         #expect(result.output.contains("broken/unknown-state.yaml:7:15: error: unknown state 'finishd'; did you mean 'finished'?"))
         #expect(result.output.contains("error(s)"))
@@ -20,48 +20,39 @@ struct FlowsCommandTests {
     }
 
     @Test("the flows directory as lint's argument still works, with a deprecation note")
-    func lintPositional() throws {
-        let result = try baton(["flows", "lint", TestFlows.brokenDirectory.path])
+    func lintPositional() async throws {
+        let result = try await baton(["flows", "lint", TestFlows.brokenDirectory.path])
         #expect(result.status == 1)
         #expect(result.output.contains("broken/unknown-state.yaml:7:15: error: unknown state 'finishd'"))
         #expect(result.output.contains("warning: the flows directory as an argument is deprecated; write `baton flows lint --flows-dir "))
     }
 
     @Test("lint of the repository's Flows/ is clean: no errors, no warnings (exit 0 with --strict)")
-    func lintRepository() throws {
-        let result = try baton(["flows", "lint", "--strict", "--flows-dir", TestDatabase.repositoryRoot.appendingPathComponent("Flows").path])
+    func lintRepository() async throws {
+        let result = try await baton(["flows", "lint", "--strict", "--flows-dir", TestDatabase.repositoryRoot.appendingPathComponent("Flows").path])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains(": 0 error(s), 0 warning(s)"), "\(result.output)")
     }
 
     @Test("flows test runs from any working directory: the migrations are found without --migrations-dir")
-    func testFromElsewhere() throws {
+    func testFromElsewhere() async throws {
         guard let executable = BatonProcess.executable else { throw TestFailure("build the baton executable first (swift build)") }
         let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("elsewhere-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: elsewhere) }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = [
-            "flows", "test", "--flows-dir", TestDatabase.repositoryRoot.appendingPathComponent("Flows").path, "--filter", "Rename a playlist",
-        ]
-        process.currentDirectoryURL = elsewhere
         var environment = ProcessInfo.processInfo.environment
         environment["BATON_MIGRATIONS_DIR"] = nil
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
+        let (status, text) = try await ExternalTool.run(
+            executable.path,
+            ["flows", "test", "--flows-dir", TestDatabase.repositoryRoot.appendingPathComponent("Flows").path, "--filter", "Rename a playlist"],
+            in: elsewhere, environment: environment)
+        #expect(status == 0, "\(text)")
         #expect(text.contains("1 of 1 scenario(s) passed"), "\(text)")
     }
 
     @Test("docs/catalog.md is the current output of `baton flows catalog --markdown`")
-    func documentedCatalog() throws {
-        let result = try baton(["flows", "catalog", "--markdown"])
+    func documentedCatalog() async throws {
+        let result = try await baton(["flows", "catalog", "--markdown"])
         #expect(result.status == 0, "\(result.output)")
         let page = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("docs/catalog.md"), encoding: .utf8)
         if page != result.output {
@@ -80,8 +71,8 @@ struct FlowsCommandTests {
     }
 
     @Test("catalog lists every effect, guard and loader with its arguments, outcomes and fields")
-    func catalogText() throws {
-        let result = try baton(["flows", "catalog"])
+    func catalogText() async throws {
+        let result = try await baton(["flows", "catalog"])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.hasPrefix("Effects ("))
         #expect(result.output.contains("  playlists.create\n    arguments: name\n    outcomes: created, name_taken\n    result fields: id, name\n"))
@@ -92,7 +83,7 @@ struct FlowsCommandTests {
     }
 
     @Test("docs/flows.md shows the current graph of every built-in flow")
-    func documentedGraphs() throws {
+    func documentedGraphs() async throws {
         let root = TestDatabase.repositoryRoot
         let guide = try String(contentsOf: root.appendingPathComponent("docs/flows.md"), encoding: .utf8)
         let flows = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("Flows").path)
@@ -100,14 +91,14 @@ struct FlowsCommandTests {
         #expect(flows.count >= 8)
         for file in flows {
             let flow = String(file.dropLast(".yaml".count))
-            let result = try baton(["flows", "graph", flow, "--flows-dir", root.appendingPathComponent("Flows").path])
+            let result = try await baton(["flows", "graph", flow, "--flows-dir", root.appendingPathComponent("Flows").path])
             #expect(result.status == 0, "\(result.output)")
             #expect(guide.contains("```mermaid\n" + result.output), "docs/flows.md has an outdated or missing graph of \(flow)")
         }
     }
 
     @Test("graph draws Mermaid and DOT")
-    func graph() throws {
+    func graph() async throws {
         // The fixtures need the test registry to lint, so draw a repository flow when there is one,
         // else draw from a directory with a self-contained flow.
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("graph-\(UUID().uuidString)")
@@ -127,15 +118,15 @@ struct FlowsCommandTests {
               bye:
                 refresh: {}
             """.write(to: directory.appendingPathComponent("greet.yaml"), atomically: true, encoding: .utf8)
-        let mermaid = try baton(["flows", "graph", "greet", "--flows-dir", directory.path])
+        let mermaid = try await baton(["flows", "graph", "greet", "--flows-dir", directory.path])
         #expect(mermaid.status == 0, "\(mermaid.output)")
         #expect(mermaid.output.hasPrefix("stateDiagram-v2"))
         #expect(mermaid.output.contains("s_ask --> s_hello: submit"))
         #expect(mermaid.output.contains("s_hello --> [*]: completed"))
-        let dot = try baton(["flows", "graph", "greet", "--format", "dot", "--flows-dir", directory.path])
+        let dot = try await baton(["flows", "graph", "greet", "--format", "dot", "--flows-dir", directory.path])
         #expect(dot.output.hasPrefix("digraph \"greet\""))
         #expect(dot.output.contains("\"ask\" -> \"bye\" [label=\"cancel\"];"))
-        let missing = try baton(["flows", "graph", "nope", "--flows-dir", directory.path])
+        let missing = try await baton(["flows", "graph", "nope", "--flows-dir", directory.path])
         #expect(missing.status != 0)
         #expect(missing.output.contains("no flow 'nope'"))
     }

@@ -42,7 +42,7 @@ struct MetricsEndpointTests {
             _ = try await client.execute(uri: "/readyz", method: .get)
             _ = try await client.execute(uri: "/diagnostics/probe/m", method: .post)
             let response = try await client.execute(uri: "/metrics", method: .get)
-            let result = try ExternalTool.run(promtool, ["check", "metrics"], input: Array(buffer: response.body))
+            let result = try await ExternalTool.run(promtool, ["check", "metrics"], input: Array(buffer: response.body))
             #expect(result.status == 0, "promtool: \(result.output)")
             #expect(result.output.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "promtool lint: \(result.output)")
         }

@@ -79,7 +79,7 @@ struct ObservabilityTests {
     }
 
     /// `promtool check rules` on a rules file recording each query: it parses every expression.
-    static func checkParses(_ queries: [Query]) throws -> (status: Int32, output: String) {
+    static func checkParses(_ queries: [Query]) async throws -> (status: Int32, output: String) {
         let rules: [JSONValue] = queries.enumerated().map { index, query in
             ["record": .string("check:query_\(index)"), "expr": .string(promQL(query.expr))]
         }
@@ -87,7 +87,7 @@ struct ObservabilityTests {
         // JSON is YAML: no quoting of PromQL to get wrong.
         try Data(JSONEncoding.encode(["groups": [["name": "queries", "rules": .array(rules)]]])).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let result = try ExternalTool.run(try tool("promtool"), ["check", "rules", file.path])
+        let result = try await ExternalTool.run(try tool("promtool"), ["check", "rules", file.path])
         return (result.status, result.output + "\n" + queries.enumerated().map { "check:query_\($0) = \($1)" }.joined(separator: "\n"))
     }
 
@@ -146,7 +146,7 @@ struct ObservabilityTests {
     // MARK: - Dashboard
 
     @Test("the dashboard: schema 39, every panel on the provisioned Prometheus by uid, every query parses, the required panels exist")
-    func dashboardStructure() throws {
+    func dashboardStructure() async throws {
         let text = try String(contentsOf: Self.dashboardFile, encoding: .utf8)
         #expect(!text.contains("${DS_"), "the dashboard must name the datasource by uid, not by an import-time variable")
         let dashboard = try Self.dashboard()
@@ -180,7 +180,7 @@ struct ObservabilityTests {
         }
 
         let queries = Self.dashboardQueries(dashboard)
-        let check = try Self.checkParses(queries)
+        let check = try await Self.checkParses(queries)
         #expect(check.status == 0, "promtool check rules on the dashboard's queries:\n\(check.output)")
 
         func normalized(_ expr: String) -> String { expr.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
@@ -228,7 +228,7 @@ struct ObservabilityTests {
         let exported = Self.exportedSampleNames(exposition)
         #expect(exported.contains("baton_fallback_hits_total") && exported.contains("baton_clients_unsupported_total"))
 
-        let lint = try ExternalTool.run(try Self.tool("promtool"), ["check", "metrics"], input: Array(exposition.utf8))
+        let lint = try await ExternalTool.run(try Self.tool("promtool"), ["check", "metrics"], input: Array(exposition.utf8))
         #expect(lint.status == 0, "promtool: \(lint.output)")
         #expect(lint.output.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "promtool lint: \(lint.output)")
 
@@ -238,7 +238,7 @@ struct ObservabilityTests {
     }
 
     @Test("the checks catch what they exist for: an unknown metric, a bare histogram name, a query that does not parse")
-    func checksCanFail() throws {
+    func checksCanFail() async throws {
         let exported = Self.exportedSampleNames(
             """
             # TYPE baton_command_duration_seconds histogram
@@ -251,16 +251,16 @@ struct ObservabilityTests {
                 Query(origin: "c", expr: "histogram_quantile(0.9, sum by (le) (rate(baton_command_duration_seconds_bucket[5m])))"),
             ], exported: exported)
         #expect(unknown == ["baton_commands_totals (a)", "baton_command_duration_seconds (b)"])
-        let broken = try Self.checkParses([Query(origin: "broken", expr: "sum by (platform (rate(baton_commands_total[5m]))")])
+        let broken = try await Self.checkParses([Query(origin: "broken", expr: "sum by (platform (rate(baton_commands_total[5m]))")])
         #expect(broken.status != 0, "promtool accepted a broken query:\n\(broken.output)")
     }
 
     // MARK: - Alert rules
 
     @Test("alerts.yml: promtool check rules and promtool test rules pass; every alert has a severity, a summary, a description and a test")
-    func alertRules() throws {
+    func alertRules() async throws {
         let promtool = try Self.tool("promtool")
-        let check = try ExternalTool.run(promtool, ["check", "rules", Self.prometheusDirectory.appendingPathComponent("alerts.yml").path])
+        let check = try await ExternalTool.run(promtool, ["check", "rules", Self.prometheusDirectory.appendingPathComponent("alerts.yml").path])
         #expect(check.status == 0, "\(check.output)")
 
         let rules = try Self.alertRules()
@@ -281,7 +281,7 @@ struct ObservabilityTests {
             #expect(tested.contains(name), "\(name) has no case in alerts_test.yml")
         }
         let tests = Self.prometheusDirectory.appendingPathComponent("alerts_test.yml")
-        let test = try ExternalTool.run(promtool, ["test", "rules", tests.path])
+        let test = try await ExternalTool.run(promtool, ["test", "rules", tests.path])
         #expect(test.status == 0, "\(test.output)")
     }
 
@@ -413,7 +413,7 @@ struct ObservabilityTests {
 
         // What Baton counted, from its own /metrics.
         let exposition = try await baton.get("/metrics").body
-        let lint = try ExternalTool.run(try Self.tool("promtool"), ["check", "metrics"], input: Array(exposition.utf8))
+        let lint = try await ExternalTool.run(try Self.tool("promtool"), ["check", "metrics"], input: Array(exposition.utf8))
         #expect(lint.status == 0 && lint.output.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "promtool: \(lint.output)")
         let counted = Self.samples(exposition)
         func sums(_ name: String) -> [Client: Double] {

@@ -27,7 +27,7 @@ struct OpenAPITests {
         }
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-\(UUID().uuidString).json")
         try body.write(to: file, atomically: true, encoding: .utf8)
-        let result = try ExternalTool.run(validator, [file.path])
+        let result = try await ExternalTool.run(validator, [file.path])
         #expect(result.status == 0, "\(result.output)")
     }
 

@@ -367,7 +367,7 @@ struct ServiceCallCrashTests {
         }
         func json(_ reply: BatonProcess.Reply) throws -> JSONValue { try JSONValue.parse(Array(reply.body.utf8)) }
         func action(_ answer: JSONValue, _ title: String) throws -> String {
-            try #require(ScenarioRunner.payload(titled: title, in: answer), "no \(title) in \(answer)")
+            try #require(ScenarioRunner.payload(titled: title, in: answer), "no \(title) in \(answer)\n\(baton.log)")
         }
         let home = try json(try await baton.get("/v3/screens/home", headers: headers))
         let ask = try json(try await command(baton, try action(home, "Track a parcel")))

@@ -229,19 +229,19 @@ struct StudioTests {
 
     // MARK: - In a real browser
 
-    static var browserTools: (python: String, script: String)? {
+    static func browserTools() async -> (python: String, script: String)? {
         guard ExternalTool.find("chromium") ?? ExternalTool.find("chromium-browser") != nil, ExternalTool.find("chromedriver") != nil,
             let python = ExternalTool.findInToolsVenv("python"),
-            (try? ExternalTool.run(python, ["-c", "import selenium"]).status) == 0
+            (try? await ExternalTool.run(python, ["-c", "import selenium"]).status) == 0
         else { return nil }
         return (python, root.appendingPathComponent("Tests/Browser/studio_walk.py").path)
     }
 
     @Test(
         "headless Chromium walks the studio: contract 1 marks, favouriting, Scan & Go, lint, coverage, no console errors",
-        .enabled(
-            if: browserTools != nil,
-            "needs chromium, chromium-driver and selenium in .build/tools-venv: scripts/bootstrap.sh --test installs them"),
+        .enabled("needs chromium, chromium-driver and selenium in .build/tools-venv: scripts/bootstrap.sh --test installs them") {
+            await browserTools() != nil
+        },
         .timeLimit(.minutes(5)))
     func browserWalk() async throws {
         try await Self.walk(studio: "dev", arguments: [], expect: "STUDIO WALK OK", screenshots: "studio-screenshots", minimumShots: 8)
@@ -249,9 +249,9 @@ struct StudioTests {
 
     @Test(
         "headless Chromium with BATON_STUDIO=true: the page asks for a studio token, then renders as an anonymous device",
-        .enabled(
-            if: browserTools != nil,
-            "needs chromium, chromium-driver and selenium in .build/tools-venv: scripts/bootstrap.sh --test installs them"),
+        .enabled("needs chromium, chromium-driver and selenium in .build/tools-venv: scripts/bootstrap.sh --test installs them") {
+            await browserTools() != nil
+        },
         .timeLimit(.minutes(3)))
     func browserTokenMode() async throws {
         let token = try await Self.studioToken("ops", studio: true)
@@ -262,7 +262,7 @@ struct StudioTests {
 
     /// Serves the demo data with the real `baton` and runs Tests/Browser/studio_walk.py on it.
     static func walk(studio: String, arguments: [String], expect marker: String, screenshots folder: String, minimumShots: Int) async throws {
-        let tools = try #require(browserTools)
+        let tools = try #require(await browserTools())
         let database = try await TestDatabase.make(migrated: true)
         let pool = PostgresPool(configuration: .init(conninfo: database, maxConnections: 1))
         _ = try await pool.withConnection { try await DemoData.seed($0) }
@@ -283,7 +283,7 @@ struct StudioTests {
         try? FileManager.default.removeItem(at: screenshots)
         do {
             try await baton.waitUntilReady()
-            let result = try ExternalTool.run(
+            let result = try await ExternalTool.run(
                 tools.python, [tools.script, "--base-url", baton.baseURL, "--screenshots", screenshots.path] + arguments)
             #expect(result.status == 0, "studio_walk.py failed:\n\(result.output)\nbaton log:\n\(baton.log.suffix(4000))")
             #expect(result.output.contains(marker), "\(result.output)")

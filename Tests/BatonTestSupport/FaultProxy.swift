@@ -29,7 +29,7 @@ public final class FaultProxy: @unchecked Sendable {
         runpy.run_path(sys.argv[0], run_name="__main__")
         """
 
-    public init(upstreamHost: String, upstreamPort: Int) throws {
+    public init(upstreamHost: String, upstreamPort: Int) async throws {
         guard FileManager.default.fileExists(atPath: Self.script.path) else {
             throw TestFailure("\(Self.script.path) is missing: the fault tests need ../shared beside the repository")
         }
@@ -41,10 +41,10 @@ public final class FaultProxy: @unchecked Sendable {
         process.standardError = FileHandle.nullDevice
         try process.run()
         // Ready when the control port answers.
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
             if (try? send("status")) != nil { return }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
         throw TestFailure("the fault proxy did not start")
     }
