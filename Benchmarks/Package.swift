@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(path: ".."),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.0.0"),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
@@ -29,6 +30,12 @@ let package = Package(
             ],
             path: "Benchmarks/BatonBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        )
+        ),
+        // The database client alone, beside pgbench (Benchmarks/e2e/db-client-vs-pgbench.sh).
+        .executableTarget(
+            name: "baton-db-client-bench",
+            dependencies: [.product(name: "BatonPostgres", package: baton), .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
+            path: "Benchmarks/DatabaseClient"
+        ),
     ]
 )
