@@ -1,4 +1,5 @@
 import BatonJSON
+import Crypto
 import ExtrasBase64
 import Foundation
 import JWTKit
@@ -9,6 +10,9 @@ import JWTKit
 /// must name a configured key. The token's `sub` is the user id.
 public final class BearerAuthenticator: Sendable {
     private let keys: JWTKeyCollection
+    /// The HS256 secret's HMAC state, set up once: the fast path below starts each check from a
+    /// copy of it.
+    private let hs256: HMAC<SHA256>?
     /// The `kid`s tokens may name: the public keys' names.
     private let keyIDs: Set<String>
     private let issuer: String?
@@ -71,11 +75,13 @@ public final class BearerAuthenticator: Sendable {
         let keys = JWTKeyCollection()
         var keyIDs = Set<String>()
         var configured = false
+        var hs256: HMAC<SHA256>?
         if let secret = hs256Secret, !secret.isEmpty {
             guard secret.utf8.count >= 16 else {
                 throw Failure(description: "BATON_JWT_HS256_SECRET must be at least 16 bytes")
             }
             await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+            hs256 = HMAC<SHA256>(key: SymmetricKey(data: Array(secret.utf8)))
             configured = true
         }
         for (index, entry) in Self.pemEntries(publicKeys).enumerated() {
@@ -93,6 +99,7 @@ public final class BearerAuthenticator: Sendable {
             configured = true
         }
         self.keys = keys
+        self.hs256 = hs256
         self.keyIDs = keyIDs
         self.issuer = issuer
         self.audience = audience
@@ -165,6 +172,78 @@ public final class BearerAuthenticator: Sendable {
         return parsed.kid
     }
 
+    /// The claims of an HS256 token verified without jwt-kit, or nil to leave the token to
+    /// jwt-kit (which then accepts or refuses it as before).
+    ///
+    /// jwt-kit decodes the header and the claims with Foundation's `JSONDecoder`, which costs
+    /// more than everything else in the check (docs/benchmarks.md). This reads them with Baton's
+    /// own base64url and JSON parsers, for the tokens both read the same way: a header of
+    /// `"alg": "HS256"` without a `kid`, no escapes anywhere (an escape can spell a member name
+    /// differently), no claim named twice, and every claim of the type jwt-kit decodes it as.
+    /// Anything else — another algorithm, a `kid`, a claim of another type, a signature that
+    /// does not match — goes to jwt-kit, so this never accepts a token jwt-kit would refuse.
+    static func hs256Claims(ofToken token: String, keyed: HMAC<SHA256>) -> VerifiedClaims? {
+        var token = token
+        return token.withUTF8 { bytes -> VerifiedClaims? in
+            guard let first = bytes.firstIndex(of: UInt8(ascii: ".")),
+                let second = bytes[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
+                !bytes[(second + 1)...].contains(UInt8(ascii: "."))
+            else { return nil }
+            let options: Base64.DecodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
+            guard let header = try? Base64.decode(bytes: bytes[..<first], options: options),
+                let payload = try? Base64.decode(bytes: bytes[(first + 1)..<second], options: options),
+                let signature = try? Base64.decode(bytes: bytes[(second + 1)...], options: options),
+                !header.contains(UInt8(ascii: "\\")), !payload.contains(UInt8(ascii: "\\")),
+                occurrences(of: algMember, in: header) == 1, occurrences(of: kidMember, in: header) == 0,
+                case .object(let headerMembers)? = try? JSONValue.parse(header), headerMembers["alg"]?.stringValue == "HS256"
+            else { return nil }
+            var mac = keyed
+            mac.update(data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<second])))
+            // Compared in constant time (`MessageAuthenticationCode`'s `==`).
+            guard mac.finalize() == signature else { return nil }
+            guard claimMembers.allSatisfy({ occurrences(of: $0, in: payload) <= 1 }),
+                case .object(let claims)? = try? JSONValue.parse(payload),
+                case .string(let subject)? = claims["sub"], let expires = date(claims["exp"]) ?? nil
+            else { return nil }
+            guard let notBefore = date(claims["nbf"]), let issuedAt = date(claims["iat"]) else { return nil }
+            var verified = VerifiedClaims(subject: subject, expires: expires, notBefore: notBefore, issuedAt: issuedAt)
+            switch claims["iss"] {
+            case nil: break
+            case .string(let issuer)?: verified.issuer = issuer
+            default: return nil
+            }
+            switch claims["aud"] {
+            case nil: break
+            case .string(let audience)?: verified.audience = [audience]
+            case .array(let audiences)?:
+                let strings = audiences.compactMap(\.stringValue)
+                guard strings.count == audiences.count else { return nil }
+                verified.audience = strings
+            default: return nil
+            }
+            switch claims["studio"] {
+            case nil: break
+            case .bool(let granted)?: verified.studio = granted
+            default: return nil
+            }
+            return verified
+        }
+    }
+
+    private static let algMember = Array(#""alg""#.utf8)
+    private static let claimMembers = ["sub", "exp", "nbf", "iat", "iss", "aud", "studio"].map { Array("\"\($0)\"".utf8) }
+
+    /// A claim jwt-kit decodes as a `Date` (seconds since 1970): `.some(nil)` when absent, nil
+    /// when present as anything but a finite number.
+    private static func date(_ value: JSONValue?) -> Date?? {
+        switch value {
+        case nil: return .some(nil)
+        case .int(let seconds)?: return Date(timeIntervalSince1970: Double(seconds))
+        case .double(let seconds)? where seconds.isFinite: return Date(timeIntervalSince1970: seconds)
+        default: return nil
+        }
+    }
+
     static func pemEntries(_ configuration: String?) -> [(name: String, pem: String)] {
         guard let configuration, !configuration.isEmpty else { return [] }
         if configuration.contains("-----BEGIN") {
@@ -181,43 +260,72 @@ public final class BearerAuthenticator: Sendable {
 
     /// The user id of a valid token. Throws ``Failure`` for a bad one.
     public func user(fromToken token: String) async throws -> String {
-        try await claims(fromToken: token).sub.value
+        try await claims(fromToken: token).subject
     }
 
     /// The user id of a valid token, and whether it carries `"studio": true` (Baton Studio's
     /// API with `BATON_STUDIO=true`). Throws ``Failure`` for a bad token.
     public func studioGrant(fromToken token: String) async throws -> (user: String, studio: Bool) {
         let claims = try await claims(fromToken: token)
-        return (claims.sub.value, claims.studio?.granted == true)
+        return (claims.subject, claims.studio)
     }
 
-    private func claims(fromToken token: String) async throws -> Claims {
+    /// What the checks after the signature read, from either way of verifying it.
+    struct VerifiedClaims: Equatable {
+        var subject: String
+        var expires: Date
+        var notBefore: Date?
+        var issuedAt: Date?
+        var issuer: String?
+        var audience: [String]?
+        var studio: Bool
+
+        init(
+            subject: String, expires: Date, notBefore: Date? = nil, issuedAt: Date? = nil, issuer: String? = nil, audience: [String]? = nil,
+            studio: Bool = false
+        ) {
+            (self.subject, self.expires, self.notBefore, self.issuedAt) = (subject, expires, notBefore, issuedAt)
+            (self.issuer, self.audience, self.studio) = (issuer, audience, studio)
+        }
+
+        init(_ claims: Claims) {
+            self.init(
+                subject: claims.sub.value, expires: claims.exp.value, notBefore: claims.nbf?.value, issuedAt: claims.iat?.value,
+                issuer: claims.iss?.value, audience: claims.aud?.value, studio: claims.studio?.granted == true)
+        }
+    }
+
+    private func claims(fromToken token: String) async throws -> VerifiedClaims {
         guard isConfigured else { throw Failure(description: "bearer tokens are not accepted here (no keys configured)") }
         guard token.utf8.count <= 8192 else { throw Failure(description: "the bearer token is too long") }
-        // jwt-kit verifies a token whose kid it does not know with the default key; a kid is
-        // the issuer saying which key signed, so one naming no configured key is refused.
-        if let kid = Self.keyID(ofToken: token), !keyIDs.contains(kid) {
-            throw Failure(description: "the bearer token's key id (kid) names no key configured here")
-        }
-        let claims: Claims
-        do {
-            claims = try await keys.verify(token, as: Claims.self)
-        } catch {
-            throw Failure(description: "the bearer token is not valid")
+        let claims: VerifiedClaims
+        if let hs256, let fast = Self.hs256Claims(ofToken: token, keyed: hs256) {
+            claims = fast
+        } else {
+            // jwt-kit verifies a token whose kid it does not know with the default key; a kid is
+            // the issuer saying which key signed, so one naming no configured key is refused.
+            if let kid = Self.keyID(ofToken: token), !keyIDs.contains(kid) {
+                throw Failure(description: "the bearer token's key id (kid) names no key configured here")
+            }
+            do {
+                claims = VerifiedClaims(try await keys.verify(token, as: Claims.self))
+            } catch {
+                throw Failure(description: "the bearer token is not valid")
+            }
         }
         let now = clock()
         let leewaySeconds = Self.seconds(leeway)
-        guard now < claims.exp.value.addingTimeInterval(leewaySeconds) else {
+        guard now < claims.expires.addingTimeInterval(leewaySeconds) else {
             throw Failure(description: "the bearer token has expired")
         }
-        if let notBefore = claims.nbf?.value, now < notBefore.addingTimeInterval(-leewaySeconds) {
+        if let notBefore = claims.notBefore, now < notBefore.addingTimeInterval(-leewaySeconds) {
             throw Failure(description: "the bearer token is not valid yet (nbf is in the future)")
         }
         if let maxLifetime {
             // Measured from iat, or from now when iat is absent or in the future: an iat set just
             // before a far-away exp must not pass for a short-lived token.
-            let issued = claims.iat.map { min($0.value, now) } ?? now
-            let lifetime = claims.exp.value.timeIntervalSince(issued)
+            let issued = claims.issuedAt.map { min($0, now) } ?? now
+            let lifetime = claims.expires.timeIntervalSince(issued)
             let limit = Self.seconds(maxLifetime)
             guard lifetime <= limit else {
                 throw Failure(
@@ -225,14 +333,11 @@ public final class BearerAuthenticator: Sendable {
                         + "at most \(Int(limit)) s is accepted here)")
             }
         }
-        if let issuer, claims.iss?.value != issuer { throw Failure(description: "the bearer token was not issued for this service") }
-        if let audience {
-            do { try claims.aud?.verifyIntendedAudience(includes: audience) } catch {
-                throw Failure(description: "the bearer token is not meant for this service")
-            }
-            if claims.aud == nil { throw Failure(description: "the bearer token is not meant for this service") }
+        if let issuer, claims.issuer != issuer { throw Failure(description: "the bearer token was not issued for this service") }
+        if let audience, claims.audience?.contains(audience) != true {
+            throw Failure(description: "the bearer token is not meant for this service")
         }
-        let subject = claims.sub.value
+        let subject = claims.subject
         guard !subject.isEmpty, subject.utf8.count <= 256, !subject.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
             throw Failure(description: "the bearer token's subject is not usable")
         }
