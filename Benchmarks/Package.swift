@@ -15,6 +15,8 @@ let package = Package(
     dependencies: [
         .package(path: ".."),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
@@ -27,6 +29,8 @@ let package = Package(
                 .product(name: "BatonJSON", package: baton),
                 .product(name: "BatonRuntime", package: baton),
                 .product(name: "BatonServer", package: baton),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
             ],
             path: "Benchmarks/BatonBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
