@@ -28,7 +28,7 @@ public final class BearerAuthenticator: Sendable {
         public var description: String
     }
 
-    struct Claims: JWTPayload {
+    struct Claims: JWTPayload, Equatable {
         var sub: SubjectClaim
         var exp: ExpirationClaim
         var nbf: NotBeforeClaim?
@@ -45,7 +45,7 @@ public final class BearerAuthenticator: Sendable {
 
     /// `"studio": true`. Anything else an identity provider may put under that name reads as
     /// no grant rather than making the whole token unreadable for the app.
-    struct StudioClaim: Codable, Sendable {
+    struct StudioClaim: Codable, Sendable, Equatable {
         var granted: Bool
 
         init(granted: Bool) { self.granted = granted }
@@ -182,9 +182,9 @@ public final class BearerAuthenticator: Sendable {
     /// differently), no claim named twice, and every claim of the type jwt-kit decodes it as.
     /// Anything else — another algorithm, a `kid`, a claim of another type, a signature that
     /// does not match — goes to jwt-kit, so this never accepts a token jwt-kit would refuse.
-    static func hs256Claims(ofToken token: String, keyed: HMAC<SHA256>) -> VerifiedClaims? {
+    static func hs256Claims(ofToken token: String, keyed: HMAC<SHA256>) -> Claims? {
         var token = token
-        return token.withUTF8 { bytes -> VerifiedClaims? in
+        return token.withUTF8 { bytes -> Claims? in
             guard let first = bytes.firstIndex(of: UInt8(ascii: ".")),
                 let second = bytes[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
                 !bytes[(second + 1)...].contains(UInt8(ascii: "."))
@@ -206,24 +206,26 @@ public final class BearerAuthenticator: Sendable {
                 case .string(let subject)? = claims["sub"], let expires = date(claims["exp"]) ?? nil
             else { return nil }
             guard let notBefore = date(claims["nbf"]), let issuedAt = date(claims["iat"]) else { return nil }
-            var verified = VerifiedClaims(subject: subject, expires: expires, notBefore: notBefore, issuedAt: issuedAt)
+            var verified = Claims(
+                sub: SubjectClaim(value: subject), exp: ExpirationClaim(value: expires), nbf: notBefore.map { NotBeforeClaim(value: $0) },
+                iat: issuedAt.map { IssuedAtClaim(value: $0) })
             switch claims["iss"] {
             case nil: break
-            case .string(let issuer)?: verified.issuer = issuer
+            case .string(let issuer)?: verified.iss = IssuerClaim(value: issuer)
             default: return nil
             }
             switch claims["aud"] {
             case nil: break
-            case .string(let audience)?: verified.audience = [audience]
+            case .string(let audience)?: verified.aud = AudienceClaim(value: [audience])
             case .array(let audiences)?:
                 let strings = audiences.compactMap(\.stringValue)
                 guard strings.count == audiences.count else { return nil }
-                verified.audience = strings
+                verified.aud = AudienceClaim(value: strings)
             default: return nil
             }
             switch claims["studio"] {
             case nil: break
-            case .bool(let granted)?: verified.studio = granted
+            case .bool(let granted)?: verified.studio = StudioClaim(granted: granted)
             default: return nil
             }
             return verified
@@ -260,45 +262,20 @@ public final class BearerAuthenticator: Sendable {
 
     /// The user id of a valid token. Throws ``Failure`` for a bad one.
     public func user(fromToken token: String) async throws -> String {
-        try await claims(fromToken: token).subject
+        try await claims(fromToken: token).sub.value
     }
 
     /// The user id of a valid token, and whether it carries `"studio": true` (Baton Studio's
     /// API with `BATON_STUDIO=true`). Throws ``Failure`` for a bad token.
     public func studioGrant(fromToken token: String) async throws -> (user: String, studio: Bool) {
         let claims = try await claims(fromToken: token)
-        return (claims.subject, claims.studio)
+        return (claims.sub.value, claims.studio?.granted == true)
     }
 
-    /// What the checks after the signature read, from either way of verifying it.
-    struct VerifiedClaims: Equatable {
-        var subject: String
-        var expires: Date
-        var notBefore: Date?
-        var issuedAt: Date?
-        var issuer: String?
-        var audience: [String]?
-        var studio: Bool
-
-        init(
-            subject: String, expires: Date, notBefore: Date? = nil, issuedAt: Date? = nil, issuer: String? = nil, audience: [String]? = nil,
-            studio: Bool = false
-        ) {
-            (self.subject, self.expires, self.notBefore, self.issuedAt) = (subject, expires, notBefore, issuedAt)
-            (self.issuer, self.audience, self.studio) = (issuer, audience, studio)
-        }
-
-        init(_ claims: Claims) {
-            self.init(
-                subject: claims.sub.value, expires: claims.exp.value, notBefore: claims.nbf?.value, issuedAt: claims.iat?.value,
-                issuer: claims.iss?.value, audience: claims.aud?.value, studio: claims.studio?.granted == true)
-        }
-    }
-
-    private func claims(fromToken token: String) async throws -> VerifiedClaims {
+    private func claims(fromToken token: String) async throws -> Claims {
         guard isConfigured else { throw Failure(description: "bearer tokens are not accepted here (no keys configured)") }
         guard token.utf8.count <= 8192 else { throw Failure(description: "the bearer token is too long") }
-        let claims: VerifiedClaims
+        let claims: Claims
         if let hs256, let fast = Self.hs256Claims(ofToken: token, keyed: hs256) {
             claims = fast
         } else {
@@ -308,24 +285,24 @@ public final class BearerAuthenticator: Sendable {
                 throw Failure(description: "the bearer token's key id (kid) names no key configured here")
             }
             do {
-                claims = VerifiedClaims(try await keys.verify(token, as: Claims.self))
+                claims = try await keys.verify(token, as: Claims.self)
             } catch {
                 throw Failure(description: "the bearer token is not valid")
             }
         }
         let now = clock()
         let leewaySeconds = Self.seconds(leeway)
-        guard now < claims.expires.addingTimeInterval(leewaySeconds) else {
+        guard now < claims.exp.value.addingTimeInterval(leewaySeconds) else {
             throw Failure(description: "the bearer token has expired")
         }
-        if let notBefore = claims.notBefore, now < notBefore.addingTimeInterval(-leewaySeconds) {
+        if let notBefore = claims.nbf?.value, now < notBefore.addingTimeInterval(-leewaySeconds) {
             throw Failure(description: "the bearer token is not valid yet (nbf is in the future)")
         }
         if let maxLifetime {
             // Measured from iat, or from now when iat is absent or in the future: an iat set just
             // before a far-away exp must not pass for a short-lived token.
-            let issued = claims.issuedAt.map { min($0, now) } ?? now
-            let lifetime = claims.expires.timeIntervalSince(issued)
+            let issued = claims.iat.map { min($0.value, now) } ?? now
+            let lifetime = claims.exp.value.timeIntervalSince(issued)
             let limit = Self.seconds(maxLifetime)
             guard lifetime <= limit else {
                 throw Failure(
@@ -333,11 +310,11 @@ public final class BearerAuthenticator: Sendable {
                         + "at most \(Int(limit)) s is accepted here)")
             }
         }
-        if let issuer, claims.issuer != issuer { throw Failure(description: "the bearer token was not issued for this service") }
-        if let audience, claims.audience?.contains(audience) != true {
+        if let issuer, claims.iss?.value != issuer { throw Failure(description: "the bearer token was not issued for this service") }
+        if let audience, claims.aud?.value.contains(audience) != true {
             throw Failure(description: "the bearer token is not meant for this service")
         }
-        let subject = claims.subject
+        let subject = claims.sub.value
         guard !subject.isEmpty, subject.utf8.count <= 256, !subject.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
             throw Failure(description: "the bearer token's subject is not usable")
         }
