@@ -80,6 +80,9 @@ export PGHOST="$data/postgres/run" PGPORT=5432 PGUSER=postgres PGDATABASE=baton
 
 hz=$(getconf CLK_TCK)
 
+# Thread switches of Baton so far (voluntary + involuntary, summed over its threads).
+baton_switches() { cat "/proc/$serve_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {t += $2} END {print t}'; }
+
 # CPU seconds (user + system, all threads) process $1 has used so far.
 process_cpu() {
   sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$hz" '{printf "%.2f\n", ($12 + $13) / hz}'

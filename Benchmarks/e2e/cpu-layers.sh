@@ -52,15 +52,14 @@ script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
 script replayed POST "{\"payload\":\"$payload\"}" /v3/command
 script probe POST "" /diagnostics/probe/%d
 
-switches() { cat "/proc/$serve_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {t += $2} END {print t}'; }
 
 echo "| request | requests/s | Baton CPU µs/request | thread switches/request | PostgreSQL CPU µs/request |"
 echo "|---|---:|---:|---:|---:|"
 for layer in healthz refused replayed probe; do
   wrk -t1 -c"$connections" -d2s -s "$data/$layer.lua" "http://127.0.0.1:$port" >/dev/null # warm-up
-  before=$(switches)
+  before=$(baton_switches)
   measured_wrk -t1 -c"$connections" -d"${seconds}s" -s "$data/$layer.lua" "http://127.0.0.1:$port"
-  after=$(switches)
+  after=$(baton_switches)
   awk -v l="$layer" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v p="$wrk_pg_cpu" -v a="$before" -v b="$after" -v n="$wrk_requests" \
     'BEGIN {printf "| %s | %.0f | %d | %.1f | %d |\n", l, r, c, (b - a) / n, p}'
 done

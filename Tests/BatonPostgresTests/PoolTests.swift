@@ -40,6 +40,50 @@ struct PoolTests {
         #expect(pool.statistics.inUse == 0)
     }
 
+    @Test("each waiter gives up at its own time: a later one with a shorter deadline first, the others when theirs pass or when served")
+    func waitersExpireInDeadlineOrder() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(2), callTimeout: Self.callTimeout))
+        defer { Task { await pool.close() } }
+        let holder = Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(3)") } }
+        for _ in 0..<200 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        let started = ContinuousClock.now
+        /// When a waiter failed, and how.
+        func wait(timeout: Duration?) -> Task<(Duration, PostgresError?), Never> {
+            Task {
+                do {
+                    try await pool.withConnection(timeout: timeout) { _ in }
+                    return (ContinuousClock.now - started, nil)
+                } catch {
+                    return (ContinuousClock.now - started, error as? PostgresError)
+                }
+            }
+        }
+        // Queued first, it gives up at the acquire timeout (2 s; the holder sleeps 3 s, under the
+        // server's 4 s statement timeout).
+        let patient = wait(timeout: nil)
+        for _ in 0..<200 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        // Queued after it with a deadline of 300 ms: it must not wait for the first one's timer.
+        let hurried = wait(timeout: .milliseconds(300))
+        let (hurriedAt, hurriedError) = await hurried.value
+        #expect(hurriedError?.code == .poolTimeout)
+        #expect(hurriedError?.message.contains("within the call's deadline") == true)
+        #expect(hurriedAt < .milliseconds(1500), "the shorter deadline passed at \(hurriedAt), after the first waiter's timer")
+        #expect(pool.statistics.waiters == 1)
+        let (patientAt, patientError) = await patient.value
+        #expect(patientError?.code == .poolTimeout)
+        #expect(patientError?.message.contains("within 2.0 seconds") == true)
+        #expect(patientAt >= .milliseconds(1900))
+        #expect(pool.statistics.acquireTimeouts == 2)
+        #expect(pool.statistics.waiters == 0)
+        // A waiter served before its expiry leaves the timer nothing to do.
+        let served = wait(timeout: nil)
+        _ = try await holder.value
+        let (_, servedError) = await served.value
+        #expect(servedError == nil)
+        try await Task.sleep(for: .milliseconds(2200))
+        #expect(pool.statistics.acquireTimeouts == 2)
+    }
+
     @Test("closing a pool twice, or from several tasks at once, returns; queries after it fail clearly", .timeLimit(.minutes(1)))
     func closeTwice() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 3, callTimeout: Self.callTimeout))
