@@ -80,6 +80,17 @@ export PGHOST="$data/postgres/run" PGPORT=5432 PGUSER=postgres PGDATABASE=baton
 
 hz=$(getconf CLK_TCK)
 
+# CPU seconds (user + system) of this shell's children that have exited, so far: read just
+# before and after a load generator runs in the foreground, the difference is its CPU. (`times`
+# must run in this shell, not in a $(…) subshell, which has children of its own.)
+children_cpu() {
+  times >"$data/times"
+  tail -1 "$data/times" | awk '{
+    total = 0
+    for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); total += t[1] * 60 + t[2] }
+    printf "%.3f\n", total }'
+}
+
 # Thread switches of Baton so far (voluntary + involuntary, summed over its threads).
 baton_switches() { cat "/proc/$serve_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {t += $2} END {print t}'; }
 
@@ -107,12 +118,16 @@ postgres_cpu() {
 
 # Runs wrk with the arguments given (its script's done() prints "latency_us p50 N p99 N"), between
 # two CPU readings. Output in $data/wrk.out and $data/wrk.err; sets wrk_requests, wrk_rps,
-# wrk_p50 and wrk_p99 (µs), wrk_baton_cpu and wrk_pg_cpu (µs of CPU per request).
+# wrk_p50 and wrk_p99 (µs), wrk_baton_cpu, wrk_pg_cpu and wrk_cpu (µs of CPU per request of
+# Baton, PostgreSQL and wrk itself).
 measured_wrk() {
-  local baton0 pg0 baton1 pg1
+  local baton0 pg0 baton1 pg1 wrk0 wrk1
   baton0=$(process_cpu "$serve_pid"); pg0=$(postgres_cpu)
+  children_cpu >"$data/wrk.cpu0"
   wrk "$@" >"$data/wrk.out" 2>"$data/wrk.err" || { echo "wrk failed:" >&2; cat "$data/wrk.err" >&2; exit 1; }
+  children_cpu >"$data/wrk.cpu1"
   baton1=$(process_cpu "$serve_pid"); pg1=$(postgres_cpu)
+  wrk0=$(cat "$data/wrk.cpu0"); wrk1=$(cat "$data/wrk.cpu1")
   wrk_requests=$(awk '/requests in/ {print $1}' "$data/wrk.out")
   wrk_rps=$(awk '/^Requests\/sec/ {print $2}' "$data/wrk.out")
   wrk_p50=$(awk '/^latency_us/ {print $3}' "$data/wrk.out")
@@ -121,17 +136,21 @@ measured_wrk() {
   [ "${wrk_requests:-0}" -gt 0 ] || { echo "wrk got no answers:" >&2; cat "$data/wrk.out" >&2; exit 1; }
   wrk_baton_cpu=$(awk -v a="$baton0" -v b="$baton1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
   wrk_pg_cpu=$(awk -v a="$pg0" -v b="$pg1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+  wrk_cpu=$(awk -v a="$wrk0" -v b="$wrk1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
 }
 
-# Runs pgbench with the arguments given plus --log, between two PostgreSQL CPU readings.
-# Sets pg_tps, pg_p50 and pg_p99 (µs, from the per-transaction log) and pg_cpu (µs of
-# PostgreSQL CPU per transaction). Output in $data/pgbench.log.
+# Runs pgbench with the arguments given plus --log, between two CPU readings. Sets pg_tps,
+# pg_p50 and pg_p99 (µs, from the per-transaction log), pg_cpu and pg_client_cpu (µs of CPU
+# per transaction of PostgreSQL and of the pgbench client). Output in $data/pgbench.log.
 measured_pgbench() {
-  local pg0 pg1 transactions
+  local pg0 pg1 transactions client0 client1
   rm -f "$data"/pgbench_tx.*
   pg0=$(postgres_cpu)
+  children_cpu >"$data/pgbench.cpu0"
   "$pgbench" "$@" --log --log-prefix="$data/pgbench_tx" >"$data/pgbench.log" 2>&1 \
     || { echo "pgbench failed:" >&2; grep -v '^pgbench: client' "$data/pgbench.log" | head -20 >&2; exit 1; }
+  children_cpu >"$data/pgbench.cpu1"
+  client0=$(cat "$data/pgbench.cpu0"); client1=$(cat "$data/pgbench.cpu1")
   sleep 0.2 # the postmaster reaps the exited backends (their CPU moves to its cutime/cstime)
   pg1=$(postgres_cpu)
   pg_tps=$(awk '/^tps/ {print $3}' "$data/pgbench.log")
@@ -142,6 +161,7 @@ measured_pgbench() {
   pg_p50=$(percentile 50 <"$data/pgbench.latency")
   pg_p99=$(percentile 99 <"$data/pgbench.latency")
   pg_cpu=$(awk -v a="$pg0" -v b="$pg1" -v n="$transactions" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+  pg_client_cpu=$(awk -v a="$client0" -v b="$client1" -v n="$transactions" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
 }
 
 # The $1th percentile (nearest rank) of the sorted numbers on standard input.
@@ -159,20 +179,25 @@ column_median() {
 
 # The header of the table comparing Baton with pgbench; $1 names what one request is.
 comparison_header() {
-  echo "| DB connections | HTTP connections | pgbench tps | Baton $1s/s | ratio | pgbench p50 ms | pgbench p99 ms | Baton p50 ms | Baton p99 ms | PostgreSQL CPU µs/tx (pgbench) | PostgreSQL CPU µs/$1 (Baton) | Baton CPU µs/$1 |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| DB connections | HTTP connections | pgbench tps | Baton $1s/s | ratio | pgbench p50 ms | pgbench p99 ms | Baton p50 ms | Baton p99 ms | PostgreSQL CPU µs/tx (pgbench) | PostgreSQL CPU µs/$1 (Baton) | Baton CPU µs/$1 | pgbench client CPU µs/tx | wrk CPU µs/$1 | CPU ratio |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 }
 
 # A row of that table for $1 database and $2 HTTP connections: the median of each column over
-# the rounds in $data/pg ("tps p50 p99 cpu" per pgbench run) and $data/wrk ("rps p50 p99
-# postgres-cpu baton-cpu" per wrk run).
+# the rounds in $data/pg ("tps p50 p99 postgres-cpu client-cpu" per pgbench run) and $data/wrk
+# ("rps p50 p99 postgres-cpu baton-cpu wrk-cpu" per wrk run). The last column is the ratio the
+# CPU alone allows when the cores are saturated: what one pgbench transaction costs everyone
+# (PostgreSQL and the pgbench client) over what one of Baton's requests does (PostgreSQL, Baton
+# and wrk).
 comparison_row() {
   awk -v n="$1" -v c="$2" -v pg="$(column_median "$data/pg" 1)" -v rps="$(column_median "$data/wrk" 1)" \
     -v pg50="$(column_median "$data/pg" 2)" -v pg99="$(column_median "$data/pg" 3)" \
     -v b50="$(column_median "$data/wrk" 2)" -v b99="$(column_median "$data/wrk" 3)" \
     -v pgcpu="$(column_median "$data/pg" 4)" -v bpgcpu="$(column_median "$data/wrk" 4)" -v bcpu="$(column_median "$data/wrk" 5)" \
-    'BEGIN { printf "| %d | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f |\n",
-             n, c, pg, rps, rps / pg, pg50 / 1000, pg99 / 1000, b50 / 1000, b99 / 1000, pgcpu, bpgcpu, bcpu }'
+    -v clientcpu="$(column_median "$data/pg" 5)" -v wrkcpu="$(column_median "$data/wrk" 6)" \
+    'BEGIN { printf "| %d | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f |\n",
+             n, c, pg, rps, rps / pg, pg50 / 1000, pg99 / 1000, b50 / 1000, b99 / 1000, pgcpu, bpgcpu, bcpu,
+             clientcpu, wrkcpu, (pgcpu + clientcpu) / (bpgcpu + bcpu + wrkcpu) }'
 }
 
 # The playlist screen as one user, the load of screen-vs-pgbench, scaling and soak: sets

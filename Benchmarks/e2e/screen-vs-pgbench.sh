@@ -42,9 +42,9 @@ for n in $connections; do
   : >"$data/pg"; : >"$data/wrk"
   for _ in $(seq 1 "$rounds"); do
     measured_pgbench "${pgbench_args[@]}" -T "$seconds"
-    echo "$pg_tps $pg_p50 $pg_p99 $pg_cpu" >>"$data/pg" # the columns comparison_row reads
+    echo "$pg_tps $pg_p50 $pg_p99 $pg_cpu $pg_client_cpu" >>"$data/pg" # the columns comparison_row reads
     screen_wrk "${seconds}s" "$wrk_connections"
-    echo "$wrk_rps $wrk_p50 $wrk_p99 $wrk_pg_cpu $wrk_baton_cpu" >>"$data/wrk"
+    echo "$wrk_rps $wrk_p50 $wrk_p99 $wrk_pg_cpu $wrk_baton_cpu $wrk_cpu" >>"$data/wrk"
   done
   comparison_row "$n" "$wrk_connections"
 done
