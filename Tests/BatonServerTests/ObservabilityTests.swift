@@ -321,7 +321,9 @@ struct ObservabilityTests {
     func prometheusEndToEnd() async throws {
         let prometheusExecutable = try Self.tool("prometheus")
         let database = try await TestDatabase.make(migrated: true)
-        let pool = PostgresPool(configuration: .init(conninfo: database, maxConnections: 1))
+        // Seeding is one long transaction: the administrative deadline, not a request's 5 s (the
+        // whole suite shares two cores meanwhile).
+        let pool = PostgresPool(configuration: .administrative(conninfo: database))
         _ = try await pool.withConnection { try await DemoData.seed($0) }
         await pool.close()
 

@@ -264,7 +264,9 @@ struct StudioTests {
     static func walk(studio: String, arguments: [String], expect marker: String, screenshots folder: String, minimumShots: Int) async throws {
         let tools = try #require(await browserTools())
         let database = try await TestDatabase.make(migrated: true)
-        let pool = PostgresPool(configuration: .init(conninfo: database, maxConnections: 1))
+        // Seeding is one long transaction: the administrative deadline, not a request's 5 s (the
+        // whole suite shares two cores meanwhile).
+        let pool = PostgresPool(configuration: .administrative(conninfo: database))
         _ = try await pool.withConnection { try await DemoData.seed($0) }
         await pool.close()
         // A copy of Flows/ with one more screen holding every component a named screen can.
