@@ -185,6 +185,18 @@ enum Playlists {
     ]
 
     static func playlist(_ call: FlowInvocation, id: UUID, requireOwner: Bool) async throws -> JSONValue {
+        // The tracks and the favourite check need only the id, not the playlist's row: they
+        // travel with the playlist's SELECT (one round trip for the three). Their rows are read
+        // only once the playlist is known to be visible.
+        let tracksAhead = try call.database.sendAhead(
+            """
+            SELECT t.id, t.title, t.artist, t.duration_seconds FROM playlist_tracks pt JOIN tracks t ON t.id = pt.track_id
+            WHERE pt.playlist_id = $1 ORDER BY pt.position
+            """, [id])
+        let favouriteAhead =
+            call.subject.kind == .user
+            ? try call.database.sendAhead("SELECT 1 FROM favourites WHERE subject = $1 AND playlist_id = $2", [call.subject.description, id])
+            : nil
         guard let row = try await call.database.query(
             "SELECT id, owner, name, description, artwork, is_public FROM playlists WHERE id = $1", [id]
         ).first else { throw FlowCallError.notFound("no such playlist") }
@@ -193,18 +205,9 @@ enum Playlists {
         let isPublic = try row.decode(Bool.self, at: 5)
         guard isOwner || isPublic else { throw FlowCallError.notFound("no such playlist") }
         if requireOwner, !isOwner { throw FlowCallError.forbidden("only the playlist's owner can change it") }
-        let tracks = try await call.database.query(
-            """
-            SELECT t.id, t.title, t.artist, t.duration_seconds FROM playlist_tracks pt JOIN tracks t ON t.id = pt.track_id
-            WHERE pt.playlist_id = $1 ORDER BY pt.position
-            """, [id]
-        ).map(track)
+        let tracks = try await call.database.rows(of: tracksAhead).map(track)
         var favourite = false
-        if call.subject.kind == .user {
-            favourite = !(try await call.database.query(
-                "SELECT 1 FROM favourites WHERE subject = $1 AND playlist_id = $2", [call.subject.description, id]
-            ).isEmpty)
-        }
+        if let favouriteAhead { favourite = !(try await call.database.rows(of: favouriteAhead).isEmpty) }
         return [
             "id": .string(id.lowercased), "name": .string(try row.decode(String.self, at: 2)),
             "description": .string(try row.decode(String?.self, at: 3) ?? ""),

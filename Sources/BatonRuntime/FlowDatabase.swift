@@ -19,10 +19,20 @@ public struct FlowDatabase: Sendable {
     /// Runs one parameterised statement (`$1`, `$2`, ...) in the command's transaction.
     @discardableResult
     public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresRows {
-        if let keyword = Self.transactionControl(sql) {
-            throw FlowCallError.invalid("effects run inside the command's transaction and may not use \(keyword); use savepoint(_:)")
-        }
-        return try await connection.query(sql, parameters)
+        try await connection.query(try Self.refusingTransactionControl(sql), parameters)
+    }
+
+    /// Queues a read whose rows are taken later with ``rows(of:)``: it travels with the next
+    /// statement, in the same round trip. For a loader's reads that do not depend on an earlier
+    /// one's answer — queue them, then run the one the others would have waited for: all of
+    /// them cost one round trip instead of one each.
+    public func sendAhead(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresAhead {
+        connection.sendAhead(try Self.refusingTransactionControl(sql), parameters)
+    }
+
+    /// The rows of a read queued with ``sendAhead(_:_:)`` (sent now, if nothing took it yet).
+    public func rows(of ahead: PostgresAhead) async throws -> PostgresRows {
+        try await connection.rows(of: ahead)
     }
 
     /// Runs `body` inside a savepoint: if it throws, its statements are undone and the error
@@ -46,6 +56,14 @@ public struct FlowDatabase: Sendable {
         "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE", "PREPARE", "SET", "RESET",
         "DISCARD", "DEALLOCATE", "LISTEN", "UNLISTEN",
     ]
+
+    /// `sql`, unless it is transaction control.
+    private static func refusingTransactionControl(_ sql: String) throws -> String {
+        if let keyword = transactionControl(sql) {
+            throw FlowCallError.invalid("effects run inside the command's transaction and may not use \(keyword); use savepoint(_:)")
+        }
+        return sql
+    }
 
     /// The transaction-control keyword `sql` starts with, if any (comments and blanks skipped).
     static func transactionControl(_ sql: String) -> String? {

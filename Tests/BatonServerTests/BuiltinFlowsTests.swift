@@ -96,6 +96,48 @@ struct BuiltinFlowsTests {
         }
     }
 
+    @Test("the playlist screen reads in two round trips (its tracks and the favourite check travel with BEGIN and the playlist); a private playlist stays hidden")
+    func playlistRoundTrips() async throws {
+        let environment = try await TestApplication.environment(poolSize: 1, flows: Self.flows, registry: Self.registry())
+        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
+        // A private playlist with a track, owned by someone else.
+        let hidden = "22222222-0000-4000-8000-000000000009"
+        try await environment.pool.query(
+            "INSERT INTO playlists (id, owner, name, name_key, description, artwork, is_public) VALUES ($1::uuid, 'user:owner', 'Secret', 'secret', '', NULL, false)",
+            [hidden])
+        try await environment.pool.query(
+            "INSERT INTO playlist_tracks (playlist_id, track_id, position) SELECT $1::uuid, id, 1 FROM tracks LIMIT 1", [hidden])
+        let headers = try await userHeaders("kim")
+        try await buildApplication(environment).test(.router) { client in
+            func trips(_ uri: String, _ headers: HTTPFields) async throws -> (TestResponse, Int) {
+                let before = try await environment.pool.withConnection { $0.roundTrips }
+                let response = try await client.execute(uri: uri, method: .get, headers: headers)
+                return (response, try await environment.pool.withConnection { $0.roundTrips } - before)
+            }
+            // The first render prepares the statements on the pool's one connection.
+            _ = try await trips("/v3/screens/playlist?id=\(Self.baroque)", headers)
+            let (screen, screenTrips) = try await trips("/v3/screens/playlist?id=\(Self.baroque)", headers)
+            #expect(screen.status == .ok)
+            // [BEGIN, tracks, favourite, playlist] · [COMMIT]
+            #expect(screenTrips == 2)
+            #expect(menu(screen.json) == ["Add playlist to favourites"])
+            let tracks = screen.json["sections"]?.arrayValue?.flatMap { $0["components"]?.arrayValue ?? [] }.filter {
+                $0["id"]?.stringValue?.hasPrefix("track-") == true
+            }
+            let stored = try await count(environment.pool, "SELECT count(*) FROM playlist_tracks WHERE playlist_id = $1::uuid", [Self.baroque])
+            #expect(stored > 0)
+            #expect(tracks?.count == stored)
+            // Another user's private playlist: its tracks were read ahead, but nothing of it shows.
+            let (refused, _) = try await trips("/v3/screens/playlist?id=\(hidden)", headers)
+            #expect(refused.status == .notFound)
+            #expect(!refused.text.contains("Secret"))
+            let owner = try await userHeaders("owner")
+            let (own, _) = try await trips("/v3/screens/playlist?id=\(hidden)", owner)
+            #expect(own.status == .ok)
+            #expect(own.json["title"] == "Secret")
+        }
+    }
+
     @Test("Scan & Go: ten taps on Confirm at once register one drop-off and all see the same receipt")
     func doubleTapConfirm() async throws {
         let environment = try await environment()

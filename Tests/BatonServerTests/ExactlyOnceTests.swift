@@ -279,7 +279,7 @@ struct ErrorMappingTests {
 
 @Suite("FlowDatabase: effects never control the transaction")
 struct FlowDatabaseTests {
-    @Test("BEGIN, COMMIT, ROLLBACK, SAVEPOINT and session-wide SET are refused; queries and SET LOCAL pass")
+    @Test("BEGIN, COMMIT, ROLLBACK, SAVEPOINT and session-wide SET are refused, also sent ahead; queries and SET LOCAL pass")
     func refusesTransactionControl() async throws {
         var registry = FlowRegistry()
         let attempts = ["COMMIT", "  rollback", "/* x */ BEGIN", "-- c\nEND", "SAVEPOINT a", "SET statement_timeout = 0", "discard all"]
@@ -288,9 +288,11 @@ struct FlowDatabaseTests {
                 do {
                     try await call.database.query(sql)
                     throw FlowCallError.invalid("'\(sql)' was allowed")
-                } catch let error as FlowCallError where error.message.contains("may not use") {
-                    continue
-                }
+                } catch let error as FlowCallError where error.message.contains("may not use") {}
+                do {
+                    _ = try call.database.sendAhead(sql)
+                    throw FlowCallError.invalid("'\(sql)' was allowed ahead")
+                } catch let error as FlowCallError where error.message.contains("may not use") {}
             }
             try await call.database.query("SET LOCAL statement_timeout = '2s'")
             let inside = try await call.database.savepoint { database in
