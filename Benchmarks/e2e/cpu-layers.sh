@@ -52,7 +52,6 @@ script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
 script replayed POST "{\"payload\":\"$payload\"}" /v3/command
 script probe POST "" /diagnostics/probe/%d
 
-
 echo "| request | requests/s | Baton CPU µs/request | thread switches/request | PostgreSQL CPU µs/request |"
 echo "|---|---:|---:|---:|---:|"
 for layer in healthz refused replayed probe; do
