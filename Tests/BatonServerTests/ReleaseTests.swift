@@ -267,7 +267,13 @@ struct ReleaseTests {
                 let ready = try await clientB.execute(uri: "/readyz", method: .get, headers: [:])
                 #expect(ready.status == .ok, "it still serves")
                 #expect(ready.json["checks"]?["flows"]?["failed"]?["reason"]?.stringValue?.contains("extra.ping") == true)
-                let reports = try await a.pool.withConnection { try await ReleaseStore.reports($0, version: state.version) }
+                // Each replica reports after it swaps (or fails to): serving the new release comes
+                // a moment before the report row does.
+                func reports() async throws -> [ReleaseStore.Report] {
+                    try await a.pool.withConnection { try await ReleaseStore.reports($0, version: state.version) }
+                }
+                _ = try? await within(.seconds(5)) { try await reports().count == 2 }
+                let reports = try await reports()
                 #expect(reports.map(\.replica) == ["a", "b"])
                 #expect(reports.map(\.ok) == [true, false])
                 let metrics = try await clientB.execute(uri: "/metrics", method: .get, headers: [:]).text
