@@ -96,7 +96,7 @@ struct BuiltinFlowsTests {
         }
     }
 
-    @Test("the playlist screen reads in two round trips (its tracks and the favourite check travel with BEGIN and the playlist); a private playlist stays hidden")
+    @Test("the playlist screen reads in two round trips, and favouriting from it takes two; a private playlist stays hidden and unfavourited")
     func playlistRoundTrips() async throws {
         let environment = try await TestApplication.environment(poolSize: 1, flows: Self.flows, registry: Self.registry())
         _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
@@ -135,6 +135,36 @@ struct BuiltinFlowsTests {
             let (own, _) = try await trips("/v3/screens/playlist?id=\(hidden)", owner)
             #expect(own.status == .ok)
             #expect(own.json["title"] == "Secret")
+
+            // Favouriting: the effect's insert travels with its name lookup, BEGIN and the claim.
+            func commandTrips(_ payload: String) async throws -> (TestResponse, Int) {
+                let before = try await environment.pool.withConnection { $0.roundTrips }
+                let response = try await client.command(payload, headers: headers)
+                return (response, try await environment.pool.withConnection { $0.roundTrips } - before)
+            }
+            let other = try await environment.pool.query(
+                "SELECT id::text FROM playlists WHERE is_public AND id <> $1::uuid ORDER BY id LIMIT 1", [Self.baroque])[0].decode(String.self, at: 0)
+            let warmAdd = TestFlows.startPayload("favourite-add", subject: "user:kim", parameters: ["playlist": .string(other)])
+            _ = try await commandTrips(warmAdd)
+            let add = try #require(action(screen.json, titled: "Add playlist to favourites"))
+            let (added, addTrips) = try await commandTrips(add)
+            #expect(added.json["type"] == "done")
+            // [BEGIN, claim, insert, name] · [session, log, COMMIT]
+            #expect(addTrips == 2)
+            #expect(try await count(environment.pool, "SELECT count(*) FROM favourites WHERE subject = 'user:kim'") == 2)
+            let warmRemove = TestFlows.startPayload("favourite-remove", subject: "user:kim", parameters: ["playlist": .string(other)])
+            _ = try await commandTrips(warmRemove)
+            let favourited = try await client.execute(uri: "/v3/screens/playlist?id=\(Self.baroque)", method: .get, headers: headers).json
+            let remove = try #require(action(favourited, titled: "Remove playlist from favourites"))
+            let (removed, removeTrips) = try await commandTrips(remove)
+            #expect(removed.json["type"] == "done")
+            #expect(removeTrips == 2)
+            #expect(try await count(environment.pool, "SELECT count(*) FROM favourites WHERE subject = 'user:kim'") == 0)
+            // Someone else's private playlist cannot be favourited, even with a signed payload.
+            let hiddenAdd = TestFlows.startPayload("favourite-add", subject: "user:kim", parameters: ["playlist": .string(hidden)])
+            let (refusedAdd, _) = try await commandTrips(hiddenAdd)
+            #expect(refusedAdd.status == .notFound)
+            #expect(try await count(environment.pool, "SELECT count(*) FROM favourites WHERE playlist_id = $1::uuid", [hidden]) == 0)
         }
     }
 
