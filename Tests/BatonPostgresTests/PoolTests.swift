@@ -44,12 +44,15 @@ struct PoolTests {
     func waitersExpireInDeadlineOrder() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(2), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
-        let holder = Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(3)") } }
-        for _ in 0..<200 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
-        let started = ContinuousClock.now
-        /// When a waiter failed, and how.
+        // The holder keeps the one connection until the gate opens (no statement runs meanwhile,
+        // so a slow machine cannot end it early or late).
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let holder = Task { try await pool.withConnection { _ in for await _ in gate { break } } }
+        for _ in 0..<500 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        /// How long a waiter waited, from its own start, and how it ended.
         func wait(timeout: Duration?) -> Task<(Duration, PostgresError?), Never> {
             Task {
+                let started = ContinuousClock.now
                 do {
                     try await pool.withConnection(timeout: timeout) { _ in }
                     return (ContinuousClock.now - started, nil)
@@ -58,25 +61,26 @@ struct PoolTests {
                 }
             }
         }
-        // Queued first, it gives up at the acquire timeout (2 s; the holder sleeps 3 s, under the
-        // server's 4 s statement timeout).
+        // Queued first, it gives up at the acquire timeout (2 s).
         let patient = wait(timeout: nil)
-        for _ in 0..<200 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<500 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
         // Queued after it with a deadline of 300 ms: it must not wait for the first one's timer.
         let hurried = wait(timeout: .milliseconds(300))
-        let (hurriedAt, hurriedError) = await hurried.value
+        let (hurriedWaited, hurriedError) = await hurried.value
         #expect(hurriedError?.code == .poolTimeout)
         #expect(hurriedError?.message.contains("within the call's deadline") == true)
-        #expect(hurriedAt < .milliseconds(1500), "the shorter deadline passed at \(hurriedAt), after the first waiter's timer")
-        #expect(pool.statistics.waiters == 1)
-        let (patientAt, patientError) = await patient.value
+        #expect(hurriedWaited < .milliseconds(1500), "the shorter deadline passed after \(hurriedWaited), with the first waiter's timer")
+        let (patientWaited, patientError) = await patient.value
         #expect(patientError?.code == .poolTimeout)
         #expect(patientError?.message.contains("within 2.0 seconds") == true)
-        #expect(patientAt >= .milliseconds(1900))
+        #expect(patientWaited >= .milliseconds(1900))
         #expect(pool.statistics.acquireTimeouts == 2)
         #expect(pool.statistics.waiters == 0)
         // A waiter served before its expiry leaves the timer nothing to do.
         let served = wait(timeout: nil)
+        for _ in 0..<500 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        open.yield()
+        open.finish()
         _ = try await holder.value
         let (_, servedError) = await served.value
         #expect(servedError == nil)
