@@ -27,7 +27,7 @@ public final class BatonProcess: @unchecked Sendable {
         guard let executable = Self.executable else {
             throw TestFailure("the baton executable is not built; run `swift build` (scripts/test.sh does) before the tests")
         }
-        port = Self.freePort()
+        port = try FreePort.find()
         dataDirectory = directory ?? URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-e2e-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         chmod(dataDirectory.path, 0o755)
@@ -48,34 +48,6 @@ public final class BatonProcess: @unchecked Sendable {
     }
 
     public var baseURL: String { "http://127.0.0.1:\(port)" }
-
-    /// A port for `baton serve`: one found free, below the ephemeral range (Linux gives the
-    /// local ports of outgoing connections from 32768 up, macOS from 49152: a listener there can
-    /// find its port taken by any client the test process opened meanwhile — CI once saw
-    /// "Address already in use" on a restart).
-    static func freePort() -> Int {
-        var candidate = Int.random(in: 20_000..<32_000)
-        for _ in 0..<50 where !isFree(candidate) { candidate = Int.random(in: 20_000..<32_000) }
-        return candidate
-    }
-
-    /// Whether a listener could bind 127.0.0.1:`port` now.
-    private static func isFree(_ port: Int) -> Bool {
-        #if canImport(Glibc)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard descriptor >= 0 else { return true }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-    }
 
     /// Waits until `/readyz` answers 200.
     public func waitUntilReady(timeout: Duration = .seconds(90)) async throws {

@@ -76,27 +76,17 @@ public final class FaultProxy: @unchecked Sendable {
     }
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's pick for port 0).
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
 public enum FreePort {
+    /// A loopback port free now, below the ephemeral range. Linux gives the local ports of
+    /// outgoing connections from 32768 up (macOS from 49152): a listener that binds a port from
+    /// there a moment after it was found free can find it taken by any client the test process
+    /// opened meanwhile (CI once saw "Address already in use" when Baton restarted).
     public static func find() throws -> Int {
-        #if os(Linux)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
-            }
+        for _ in 0..<100 {
+            let candidate = Int.random(in: 20_000..<32_000)
+            if Loopback.withSocket(port: candidate, { bind($0, $1, $2) == 0 }) == true { return candidate }
         }
-        guard bound else { throw TestFailure("could not bind a loopback port: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        throw TestFailure("no free loopback port between 20000 and 32000")
     }
 }

@@ -133,15 +133,7 @@ public final class TrackingServer: Sendable {
     }
 
     private static func probe(_ port: Int) async throws -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
+        Loopback.withSocket(port: port) { connect($0, $1, $2) == 0 } ?? false
     }
 
     public var baseURL: String { "http://127.0.0.1:\(port)" }
