@@ -80,6 +80,12 @@ export PGHOST="$data/postgres/run" PGPORT=5432 PGUSER=postgres PGDATABASE=baton
 
 hz=$(getconf CLK_TCK)
 
+# The subjects 1–1000 the diagnostics probe counts for (POST /diagnostics/probe/:id, and the
+# probe*.pgbench scripts).
+seed_probe_subjects() {
+  "$pgbin/psql" -qc "INSERT INTO probe_counters (subject) SELECT g::text FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING"
+}
+
 # CPU seconds (user + system) of this shell's children that have exited, so far: read just
 # before and after a load generator runs in the foreground, the difference is its CPU. (`times`
 # must run in this shell, not in a $(…) subshell, which has children of its own.)

@@ -24,7 +24,7 @@ options="seconds connections port" # read by common.sh
 
 start_baton 8
 LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
-"$pgbin/psql" -qc "INSERT INTO probe_counters (subject) SELECT g::text FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING"
+seed_probe_subjects
 python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count 1 --prefix layers \
   --secret "$BATON_JWT_HS256_SECRET" --out "$data/command.txt" >/dev/null
 read -r token payload <"$data/command.txt"

@@ -24,7 +24,7 @@ if [ "$build" = 1 ]; then (cd "$root/Benchmarks" && swift build -c release --pro
 [ -x "$client" ] || { echo "no $client (build it: cd Benchmarks && swift build -c release --product baton-db-client-bench)" >&2; exit 1; }
 
 start_baton 1
-"$pgbin/psql" -qc "INSERT INTO probe_counters (subject) SELECT g::text FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING"
+seed_probe_subjects
 conninfo="host=$PGHOST port=$PGPORT user=$PGUSER dbname=$PGDATABASE"
 
 # Runs pgbench with the arguments given; prints "tps cpu-µs-per-tx switches-per-tx" of the

@@ -16,7 +16,7 @@ options="connections seconds rounds port" # read by common.sh
 . "$here/common.sh"
 
 start_baton 2
-"$pgbin/psql" -qc "INSERT INTO probe_counters (subject) SELECT g::text FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING"
+seed_probe_subjects
 
 echo "| connections | pgbench tps | pgbench pipelined tps | Baton req/s | ratio | ratio (pipelined) |"
 echo "|---:|---:|---:|---:|---:|---:|"

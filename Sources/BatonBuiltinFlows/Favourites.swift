@@ -27,15 +27,14 @@ enum Favourites {
             let id = try call.uuid("playlist")
             // The insert checks the playlist is visible itself, so it needs no answer first: it
             // travels with the name's lookup (one round trip for both; for a start command, with
-            // BEGIN and the session claim too).
-            let insert = try call.database.sendAhead(
+            // BEGIN and the session claim too), which throws its error if it fails.
+            _ = try call.database.sendAhead(
                 """
                 INSERT INTO favourites (subject, playlist_id)
                 SELECT $1, id FROM playlists WHERE id = $2 AND (is_public OR owner = $1)
                 ON CONFLICT DO NOTHING
                 """, [subject, id])
             let name = try await visibleName(call, id)
-            _ = try await call.database.rows(of: insert)
             return EffectResult("added", ["name": .string(name)])
         }
 
@@ -44,13 +43,12 @@ enum Favourites {
             let id = try call.uuid("playlist")
             // As in favourites.add: the delete checks the playlist is visible itself and travels
             // with the name's lookup.
-            let delete = try call.database.sendAhead(
+            _ = try call.database.sendAhead(
                 """
                 DELETE FROM favourites WHERE subject = $1 AND playlist_id = $2
                 AND EXISTS (SELECT 1 FROM playlists WHERE id = $2 AND (is_public OR owner = $1))
                 """, [subject, id])
             let name = try await visibleName(call, id)
-            _ = try await call.database.rows(of: delete)
             return EffectResult("removed", ["name": .string(name)])
         }
     }

@@ -23,8 +23,8 @@ struct BuiltinFlowsTests {
         return registry
     }
 
-    func environment(services: (any ServiceCaller)? = nil) async throws -> BatonEnvironment {
-        let environment = try await TestApplication.environment(flows: Self.flows, registry: Self.registry(), services: services)
+    func environment(poolSize: Int = 4, services: (any ServiceCaller)? = nil) async throws -> BatonEnvironment {
+        let environment = try await TestApplication.environment(poolSize: poolSize, flows: Self.flows, registry: Self.registry(), services: services)
         _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         return environment
     }
@@ -98,8 +98,7 @@ struct BuiltinFlowsTests {
 
     @Test("the playlist screen reads in two round trips, and favouriting from it takes two; a private playlist stays hidden and unfavourited")
     func playlistRoundTrips() async throws {
-        let environment = try await TestApplication.environment(poolSize: 1, flows: Self.flows, registry: Self.registry())
-        _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
+        let environment = try await environment(poolSize: 1)
         // A private playlist with a track, owned by someone else.
         let hidden = "22222222-0000-4000-8000-000000000009"
         try await environment.pool.query(
@@ -110,9 +109,7 @@ struct BuiltinFlowsTests {
         let headers = try await userHeaders("kim")
         try await buildApplication(environment).test(.router) { client in
             func trips(_ uri: String, _ headers: HTTPFields) async throws -> (TestResponse, Int) {
-                let before = try await environment.pool.withConnection { $0.roundTrips }
-                let response = try await client.execute(uri: uri, method: .get, headers: headers)
-                return (response, try await environment.pool.withConnection { $0.roundTrips } - before)
+                try await environment.pool.countingRoundTrips { try await client.execute(uri: uri, method: .get, headers: headers) }
             }
             // The first render prepares the statements on the pool's one connection.
             _ = try await trips("/v3/screens/playlist?id=\(Self.baroque)", headers)
@@ -138,9 +135,7 @@ struct BuiltinFlowsTests {
 
             // Favouriting: the effect's insert travels with its name lookup, BEGIN and the claim.
             func commandTrips(_ payload: String) async throws -> (TestResponse, Int) {
-                let before = try await environment.pool.withConnection { $0.roundTrips }
-                let response = try await client.command(payload, headers: headers)
-                return (response, try await environment.pool.withConnection { $0.roundTrips } - before)
+                try await environment.pool.countingRoundTrips { try await client.command(payload, headers: headers) }
             }
             let other = try await environment.pool.query(
                 "SELECT id::text FROM playlists WHERE is_public AND id <> $1::uuid ORDER BY id LIMIT 1", [Self.baroque])[0].decode(String.self, at: 0)

@@ -112,23 +112,18 @@ struct CommandTests {
         try await TestFlows.prepare(environment.pool)
         let headers = try await userHeaders("dora")
         try await buildApplication(environment).test(.router) { client in
-            func trips(_ body: () async throws -> TestResponse) async throws -> (TestResponse, Int) {
-                let before = try await environment.pool.withConnection { $0.roundTrips }
-                let response = try await body()
-                return (response, try await environment.pool.withConnection { $0.roundTrips } - before)
-            }
             // A first command and its repeat prepare their statements on the pool's one connection.
             let warm = TestFlows.startPayload("counter", subject: "user:dora", parameters: ["name": "warm"])
             _ = try await client.command(warm, headers: headers)
             _ = try await client.command(warm, headers: headers)
             let start = TestFlows.startPayload("counter", subject: "user:dora", parameters: ["name": "trips"])
-            let (first, firstTrips) = try await trips { try await client.command(start, headers: headers) }
+            let (first, firstTrips) = try await environment.pool.countingRoundTrips { try await client.command(start, headers: headers) }
             #expect(first.json == ["type": "done", "message": "Count is 1", "refresh": ["counts"]])
             // [BEGIN, claim, effect's INSERT] · [effect's upsert] · [session, log, COMMIT]
             #expect(firstTrips == 3)
             // The repeat runs the effect on its guess, learns the session exists, rolls back and
             // answers from the log: nothing of its guess stays.
-            let (again, againTrips) = try await trips { try await client.command(start, headers: headers) }
+            let (again, againTrips) = try await environment.pool.countingRoundTrips { try await client.command(start, headers: headers) }
             // [BEGIN, claim, effect's INSERT: refuted] · [ROLLBACK, BEGIN, lock] · [COMMIT]
             #expect(againTrips == 3)
             #expect(Array(buffer: again.body) == Array(buffer: first.body))
