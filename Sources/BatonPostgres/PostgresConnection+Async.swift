@@ -64,10 +64,19 @@ extension PostgresConnection {
                     code: .protocolViolation,
                     message: "the transaction failed inside its body (an error was caught and ignored); rolled back")
             }
-            try await commit()
+            if isolation == .readOnlySnapshot, deferred.isEmpty, refutation == nil {
+                // Nothing to make durable: the reads are done and their answers final, so the
+                // caller need not wait for the end. `ROLLBACK` (the same as COMMIT for a
+                // read-only transaction) goes with the connection's next statements.
+                deferred.append(("ROLLBACK", [], nil))
+                endsSnapshotLazily = true
+            } else {
+                try await commit()
+            }
             return value
         } catch {
             deferred.removeAll()
+            endsSnapshotLazily = false
             if abortReason == nil, isOpen, PQtransactionStatus(handle) != PQTRANS_IDLE { try? await execute("ROLLBACK") }
             throw error
         }
@@ -100,6 +109,13 @@ extension PostgresConnection {
                 code: .protocolViolation, message: "a statement sent ahead was not run (an earlier one in its round trip failed, or its transaction ended)")
         }
         return try outcome.get()
+    }
+
+    /// Ends a read-only snapshot left open by ``transaction(isolation:_:)`` (its queued
+    /// `ROLLBACK`), for a connection left idle.
+    func endSnapshot() async throws {
+        guard endsSnapshotLazily else { return }
+        _ = try await flushDeferred(then: nil)
     }
 
     /// Sends COMMIT (with any queued statements). A connection lost once COMMIT may have reached
@@ -135,6 +151,7 @@ extension PostgresConnection {
     private func flushDeferred(then last: (sql: String, parameters: [PostgresParameter])?) async throws -> PostgresRows {
         var batch = deferred
         deferred.removeAll()
+        endsSnapshotLazily = false
         if let last { batch.append((last.sql, last.parameters, nil)) }
         let outcomes = try await runPipeline(batch)
         var firstError: (any Error)?

@@ -32,6 +32,11 @@ public final class PostgresConnection: @unchecked Sendable {
     var refutation: PostgresError?
     /// The isolation of the transaction ``transaction(isolation:_:)`` is running, if any.
     var transactionIsolation: IsolationLevel?
+    /// Set when a read-only snapshot's body ended and its `ROLLBACK` waits at the head of
+    /// `deferred` instead of taking a round trip of its own: it travels with whatever the next
+    /// lease sends first (see ``PostgresPool``), or the pool sends it alone before the
+    /// connection goes idle.
+    public internal(set) var endsSnapshotLazily = false
     /// Statements whose text exceeded this many distinct entries are not cached forever.
     static let preparedStatementLimit = 512
 
@@ -151,8 +156,11 @@ public final class PostgresConnection: @unchecked Sendable {
     /// socket is readable, the server has sent something unprompted — almost always the FATAL
     /// message and end-of-file of a backend killed by `pg_terminate_backend` or a restart — so
     /// the connection is treated as dead and replaced before anyone sends a statement into it.
+    /// (A snapshot whose `ROLLBACK` is still queued is as idle: the server waits for us.)
     func checkAlive() -> Bool {
-        guard PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_IDLE else { return false }
+        let status = PQtransactionStatus(handle)
+        guard PQstatus(handle) == CONNECTION_OK, status == PQTRANS_IDLE || (endsSnapshotLazily && status == PQTRANS_INTRANS)
+        else { return false }
         let socket = PQsocket(handle)
         guard socket >= 0 else { return false }
         var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)

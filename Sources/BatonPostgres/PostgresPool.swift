@@ -327,12 +327,13 @@ public final class PostgresPool: Sendable {
             deadlinePassed()
         }
         defer { loop.cancelTimer(timer) }
+        if let snapshotTimer = slot.snapshotTimer {
+            loop.cancelTimer(snapshotTimer)
+            slot.snapshotTimer = nil
+        }
         let connection: PostgresConnection
         do {
-            if let existing = slot.connection, !existing.checkAlive() {
-                slot.connection = nil
-                state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 }
-            }
+            if let existing = slot.connection, !existing.checkAlive() { discard(slot) }
             if let existing = slot.connection {
                 connection = existing
             } else {
@@ -352,12 +353,48 @@ public final class PostgresPool: Sendable {
 
     /// After a body: a connection that broke, that a deadline cut, or that the body left inside
     /// a transaction is not reused; then the slot goes back.
+    ///
+    /// A read-only snapshot left open (``PostgresConnection/endsSnapshotLazily``) goes back as it
+    /// is: its `ROLLBACK` travels with the next lease's first statements, which saves the round
+    /// trip a `COMMIT` of its own would cost. So that no snapshot lingers on an idle connection
+    /// (holding back vacuum, or a migration's lock), a timer on the loop ends it on its own if
+    /// nobody leases the connection within ``snapshotGrace``.
     private func finish(_ slot: Slot, _ connection: PostgresConnection) {
-        if connection.abortReason != nil || !connection.isOpen || connection.isInTransaction {
-            slot.connection = nil
-            state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 }
+        if connection.abortReason != nil || !connection.isOpen || (connection.isInTransaction && !connection.endsSnapshotLazily) {
+            discard(slot)
         }
+        let openSnapshot = slot.connection?.endsSnapshotLazily == true
         release(slot)
+        // Still on the loop: whoever leased the slot meanwhile cancels this timer when it arrives here.
+        if openSnapshot { slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) } }
+    }
+
+    /// How long an idle connection may keep a read-only snapshot open, waiting for a lease to
+    /// carry its end. Under load a connection is leased again well within it.
+    static let snapshotGrace = Duration.milliseconds(10)
+
+    /// The grace of an idle connection's open snapshot ran out (on its loop): unless someone
+    /// leased it meanwhile, it is leased here, the snapshot ended within the call deadline,
+    /// and the slot given back.
+    private func endIdleSnapshot(_ slot: Slot) {
+        slot.snapshotTimer = nil
+        let leased = state.withLock { state -> Bool in
+            guard let index = state.idle.firstIndex(where: { $0 === slot }) else { return false }
+            state.idle.remove(at: index)
+            state.busy += 1
+            return true
+        }
+        guard leased else { return }
+        let deadline = ContinuousClock.now + configuration.callTimeout
+        Task(executorPreference: slot.loop) { [self] in
+            _ = try? await run({ try await $0.endSnapshot() }, on: slot, deadline: deadline, limit: configuration.callTimeout)
+        }
+    }
+
+    private func discard(_ slot: Slot) {
+        guard slot.connection != nil else { return }
+        slot.connection = nil
+        state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 }
     }
 
     /// Opens a connection off the loop (libpq connects blocking), binds it to `loop`; the call's
@@ -429,6 +466,9 @@ extension Duration {
 private final class Slot: @unchecked Sendable {
     let loop: PostgresEventLoop
     var connection: PostgresConnection?
+    /// Ends the connection's read-only snapshot if nobody leases it in time (see `finish`);
+    /// set and cancelled on the loop.
+    var snapshotTimer: Int?
 
     init(loop: PostgresEventLoop) { self.loop = loop }
 }

@@ -83,6 +83,62 @@ struct PoolTests {
         _ = try await holder.value
     }
 
+    @Test("a read-only snapshot ends with the next caller's first statements, or on its own when nobody comes")
+    func snapshotEndsWithTheNextLease() async throws {
+        let conninfo = try await TestDatabase.make()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: .seconds(10), callTimeout: Self.callTimeout))
+        let writer = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, callTimeout: Self.callTimeout))
+        defer { Task { await pool.close(); await writer.close() } }
+        try await pool.query("CREATE TABLE counters (id int PRIMARY KEY, value int NOT NULL)")
+        try await pool.query("INSERT INTO counters VALUES (1, 1)")
+        let read = "SELECT value FROM counters WHERE id = 1"
+        let pid = try await pool.withConnection { $0.backendPID }
+        /// What the server says the pool's connection is doing.
+        func serverState() async throws -> String {
+            let rows = try await writer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)])
+            return rows.isEmpty ? "gone" : try rows[0].decode(String.self, at: 0)
+        }
+
+        // Every statement prepared once (preparing takes a round trip of its own, once per connection).
+        _ = try await pool.withTransaction(isolation: .readOnlySnapshot) { try await $0.query(read) }
+        _ = try await pool.withTransaction { try await $0.query(read) }
+
+        // Nobody leasing the connection next: the snapshot is ended on its own, soon.
+        let before = try await pool.withConnection { $0.roundTrips }
+        let alone = try await pool.withTransaction(isolation: .readOnlySnapshot) { try await $0.query(read)[0].decode(Int.self, at: 0) }
+        #expect(alone == 1)
+        for _ in 0..<500 where try await serverState() != "idle" { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try await serverState() == "idle", "an idle connection does not keep a snapshot open")
+        #expect(try await pool.withConnection { $0.roundTrips } - before == 2, "BEGIN with the read, then the end on its own")
+
+        // A caller waiting: the snapshot's end travels with its first statements.
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let (reached, reach) = AsyncStream<Void>.makeStream()
+        let (values, trips) = try await pool.countingRoundTrips {
+            let reader = Task {
+                try await pool.withTransaction(isolation: .readOnlySnapshot) { db in
+                    let value = try await db.query(read)[0].decode(Int.self, at: 0)
+                    reach.yield()
+                    for await _ in gate { break }
+                    return value
+                }
+            }
+            for await _ in reached { break }
+            // Changed by another connection while the snapshot is open.
+            try await writer.query("UPDATE counters SET value = 2 WHERE id = 1")
+            let next = Task { try await pool.withTransaction { try await $0.query(read)[0].decode(Int.self, at: 0) } }
+            for _ in 0..<500 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(pool.statistics.waiters == 1)
+            open.finish()
+            return (try await reader.value, try await next.value)
+        }
+        #expect(values.0 == 1, "the snapshot read what was there when it began")
+        #expect(values.1 == 2, "the next caller ran in a transaction of its own, not inside the snapshot")
+        #expect(trips == 3, "the reader's BEGIN with its read; the waiter's ROLLBACK, BEGIN and read; its COMMIT")
+        #expect(try await serverState() == "idle")
+        #expect(pool.statistics.connectionsDiscarded == 0)
+    }
+
     @Test("closing a pool twice, or from several tasks at once, returns; queries after it fail clearly", .timeLimit(.minutes(1)))
     func closeTwice() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 3, callTimeout: Self.callTimeout))
