@@ -111,9 +111,10 @@ extension PostgresConnection {
         return try outcome.get()
     }
 
-    /// Ends a read-only snapshot left open by ``transaction(isolation:_:)`` (its queued
-    /// `ROLLBACK`), for a connection left idle.
-    func endSnapshot() async throws {
+    /// Ends now a read-only snapshot left open by ``transaction(isolation:_:)`` (sends its
+    /// queued `ROLLBACK`); nothing if there is none. The pool does this for a connection left
+    /// idle; tests that count a piece of work's round trips do it to count the end as well.
+    public func endSnapshot() async throws {
         guard endsSnapshotLazily else { return }
         _ = try await flushDeferred(then: nil)
     }

@@ -115,7 +115,8 @@ struct BuiltinFlowsTests {
             _ = try await trips("/v3/screens/playlist?id=\(Self.baroque)", headers)
             let (screen, screenTrips) = try await trips("/v3/screens/playlist?id=\(Self.baroque)", headers)
             #expect(screen.status == .ok)
-            // [BEGIN, tracks, favourite, playlist] · [COMMIT]
+            // [BEGIN, tracks, favourite, playlist] · [ROLLBACK]: the snapshot's end, sent on its
+            // own here; under load it travels with the connection's next lease.
             #expect(screenTrips == 2)
             #expect(menu(screen.json) == ["Add playlist to favourites"])
             let tracks = screen.json["sections"]?.arrayValue?.flatMap { $0["components"]?.arrayValue ?? [] }.filter {
