@@ -7,7 +7,7 @@ import Foundation
 extension FlowInvocation {
     /// A UUID argument; anything else is "not found" (ids come from links and payloads).
     func uuid(_ name: String) throws -> UUID {
-        guard let text = optionalString(name), let id = UUID(uuidString: text) else {
+        guard let text = optionalString(name), let id = UUID(canonical: text) else {
             throw FlowCallError.notFound("no such \(name)")
         }
         return id
@@ -17,29 +17,6 @@ extension FlowInvocation {
     func user() throws -> String {
         guard subject.kind == .user else { throw FlowCallError.unauthenticated("sign in to see this") }
         return subject.description
-    }
-}
-
-extension UUID {
-    /// The canonical lowercase form (8-4-4-4-12 hex digits), written directly: loaders give
-    /// every row's id this way, and `uuidString.lowercased()` builds two strings per id.
-    var lowercased: String {
-        withUnsafeBytes(of: uuid) { bytes in
-            String(unsafeUninitializedCapacity: 36) { output in
-                let digits: StaticString = "0123456789abcdef"
-                var index = 0
-                for (position, byte) in bytes.enumerated() {
-                    if position == 4 || position == 6 || position == 8 || position == 10 {
-                        output[index] = UInt8(ascii: "-")
-                        index += 1
-                    }
-                    output[index] = digits.utf8Start[Int(byte >> 4)]
-                    output[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
-                    index += 2
-                }
-                return index
-            }
-        }
     }
 }
 

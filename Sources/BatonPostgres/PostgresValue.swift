@@ -210,12 +210,12 @@ extension Decimal: PostgresCodable {
 // MARK: - UUID
 
 extension UUID: PostgresCodable {
-    public var postgresParameter: PostgresParameter { .text(uuidString) }
+    public var postgresParameter: PostgresParameter { .text(lowercased) }
 
     public static func decode(from bytes: UnsafeRawBufferPointer?, type: PostgresTypeOID) throws -> UUID {
-        let text = String(decoding: try requireValue(bytes, "UUID"), as: UTF8.self)
-        guard type == .uuid || PostgresTypeOID.textual.contains(type), let uuid = UUID(uuidString: text) else {
-            throw decodingError("cannot decode '\(text)' (\(type)) as UUID")
+        let value = try requireValue(bytes, "UUID")
+        guard type == .uuid || PostgresTypeOID.textual.contains(type), let uuid = UUID(canonicalUTF8: value) else {
+            throw decodingError("cannot decode '\(String(decoding: value, as: UTF8.self))' (\(type)) as UUID")
         }
         return uuid
     }

@@ -80,7 +80,7 @@ extension FlowRuntime {
             var request = pending.request
             if request.method != "GET" {
                 request.idempotencyKey = ServiceRequest.idempotencyKey(
-                    session: session.id.uuidString.lowercased(), step: session.step, event: event, call: pending.call)
+                    session: session.id.lowercased, step: session.step, event: event, call: pending.call)
             }
             let calling = Calling(
                 call: pending.call, event: event, step: session.step, inputDigest: command.inputDigest,
@@ -172,7 +172,7 @@ extension FlowRuntime {
             throw CommandError(.forbidden, "the session's subject is not valid", flow: session.flow)
         }
         let call = FlowCall(
-            subject: subject, flow: session.flow, sessionID: session.id.uuidString.lowercased(),
+            subject: subject, flow: session.flow, sessionID: session.id.lowercased,
             clientAddress: work.command.identity.address)
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let step = try await engine.resume(

@@ -480,7 +480,7 @@ public final class FlowRuntime: Sendable {
             id: id, subject: claims.subject, flow: claims.flow, definitionHash: engine.flow.hash, state: engine.flow.start,
             step: 0, context: [:], status: "active", expiresAt: request.now.addingTimeInterval(engine.flow.ttl.seconds))
         let call = FlowCall(
-            subject: subject, flow: claims.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
+            subject: subject, flow: claims.flow, sessionID: id.lowercased, clientAddress: request.identity.address)
         // The claim on the session id travels with the first statement the flow sends (one round
         // trip fewer), so the flow starts before the claim's answer is known. A start that finds
         // its session claimed already (a repeat) has its flow's statements refused from then on,
@@ -562,7 +562,7 @@ public final class FlowRuntime: Sendable {
             throw CommandError(.forbidden, "the session's subject is not valid", flow: session.flow)
         }
         let call = FlowCall(
-            subject: subject, flow: session.flow, sessionID: id.uuidString.lowercased(), clientAddress: request.identity.address)
+            subject: subject, flow: session.flow, sessionID: id.lowercased, clientAddress: request.identity.address)
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let result = try await engine.handle(
             event: claims.event, input: request.input, session: FlowSessionState(state: session.state, context: session.context),

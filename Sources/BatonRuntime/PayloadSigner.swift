@@ -1,4 +1,5 @@
 import BatonJSON
+import BatonPostgres
 import Crypto
 import ExtrasBase64
 import Foundation
@@ -57,7 +58,7 @@ public struct PayloadClaims: Sendable, Equatable {
         writer.write(flow)
         if let sessionID {
             writer.writeKey("i", first: &first)
-            writer.write(sessionID.uuidString.lowercased())
+            writer.write(sessionID.lowercased)
         }
         writer.writeKey("n", first: &first)
         writer.write(step)
@@ -84,7 +85,7 @@ public struct PayloadClaims: Sendable, Equatable {
         else { return nil }
         var sessionID: UUID?
         if let text = object["i"] {
-            guard let string = text.stringValue, let uuid = UUID(uuidString: string) else { return nil }
+            guard let string = text.stringValue, let uuid = UUID(canonical: string) else { return nil }
             sessionID = uuid
         }
         var parameters: JSONObject?

@@ -102,6 +102,39 @@ struct ValueTests {
         #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, named: "nope") }
     }
 
+    @Test("UUID text is read as Foundation reads it and written lowercase; a uuid column round-trips")
+    func uuidText() async throws {
+        var samples = (0..<200).map { _ in UUID().uuidString }
+        samples += samples.map { $0.lowercased() }
+        samples += [
+            "00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF", "aBcDeF01-2345-6789-AbCd-Ef0123456789",
+            "", "0", "00000000-0000-0000-0000-00000000000", "00000000-0000-0000-0000-0000000000000",
+            "00000000000000000000000000000000", "00000000-0000-0000-0000_000000000000", "0000000-00000-0000-0000-000000000000",
+            "g0000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-00000000000G",
+            "{00000000-0000-0000-0000-000000000000}", "00000000-0000-0000-0000-00000000000é", "00000000-0000-0000-0000-0000000000١",
+            "00000000-0000-0000-0000-0000000000:0", "00000000-0000-0000-0000-0000000000/0", "00000000-0000-0000-0000-0000000000@0",
+            "00000000-0000-0000-0000-0000000000`0", "00000000-0000-0000-0000-0000000000\u{0}0",
+        ]
+        for text in samples {
+            #expect(UUID(canonical: text) == UUID(uuidString: text), "\(text)")
+            if let uuid = UUID(uuidString: text) { #expect(uuid.lowercased == uuid.uuidString.lowercased()) }
+        }
+        // Foundation parses with sscanf, which lets a group start with a space, a sign or 0x;
+        // only the canonical form is an id here.
+        for text in [
+            " 0000000-0000-0000-0000-000000000000", "00000000- 000-0000-0000-000000000000", "+0000000-0000-0000-0000-000000000000",
+            "-0000000-0000-0000-0000-000000000000", "0x000000-0000-0000-0000-000000000000",
+        ] {
+            #expect(UUID(uuidString: text) != nil && UUID(canonical: text) == nil, "\(text)")
+        }
+        let id = UUID()
+        let rows = try await pool.query("SELECT $1::uuid, $1::uuid::text, upper($1::uuid::text), 'not-a-uuid-but-36-characters-long-xx'", [id])
+        #expect(try rows[0].decode(UUID.self, at: 0) == id)
+        #expect(try rows[0].decode(String.self, at: 1) == id.lowercased)
+        #expect(try rows[0].decode(UUID.self, at: 2) == id, "a text column in capitals reads too")
+        #expect(throws: PostgresError.self) { try rows[0].decode(UUID.self, at: 3) }
+    }
+
     @Test("dates round-trip at microsecond precision, before and after 1970")
     func dates() async throws {
         for seconds in [0.0, 1_700_000_000.654321, -86_400.5, 4_102_444_800.000001] {

@@ -1,3 +1,4 @@
+import BatonPostgres
 import BatonRuntime
 import Foundation
 import HTTPTypes
@@ -57,10 +58,10 @@ public struct ClientContext: Sendable {
             }
         }
         if let device = request.headers[.deviceID] {
-            guard let uuid = UUID(uuidString: device.trimmingCharacters(in: .whitespaces)) else {
+            guard let uuid = UUID(canonical: device.trimmingCharacters(in: .whitespaces)) else {
                 throw APIError.invalidRequest("X-Device-Id must be a UUID")
             }
-            identity.device = uuid.uuidString.lowercased()
+            identity.device = uuid.lowercased
         }
         return identity
     }

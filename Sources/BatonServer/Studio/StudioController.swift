@@ -202,10 +202,10 @@ struct StudioController: Sendable {
             }
         }
         if let device = request.headers[.deviceID] {
-            guard let uuid = UUID(uuidString: device.trimmingCharacters(in: .whitespaces)) else {
+            guard let uuid = UUID(canonical: device.trimmingCharacters(in: .whitespaces)) else {
                 throw APIError.invalidRequest("X-Device-Id must be a UUID")
             }
-            identity.device = uuid.uuidString.lowercased()
+            identity.device = uuid.lowercased
         }
         return identity
     }
