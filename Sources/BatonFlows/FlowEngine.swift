@@ -558,6 +558,16 @@ public enum ScreenRendering {
         _ template: ScreenTemplate, parameters: JSONObject, host: some FlowHost, call: FlowCall, error: JSONValue? = nil,
         fetched: [String: ServiceResult] = [:]
     ) async throws -> JSONValue {
+        render(template, scope: try await load(template, parameters: parameters, host: host, call: call, error: error, fetched: fetched))
+    }
+
+    /// What a template's content is rendered from: its parameters, the subject, and its loads'
+    /// data (the loaders run on `host`, in order; service loads were fetched before). The part of
+    /// `render` that needs the database, so a caller can end its transaction before rendering.
+    public static func load(
+        _ template: ScreenTemplate, parameters: JSONObject, host: some FlowHost, call: FlowCall, error: JSONValue? = nil,
+        fetched: [String: ServiceResult] = [:]
+    ) async throws -> TemplateScope {
         if let problem = ParameterCheck.problem(parameters, specs: template.parameters) {
             throw FlowEngineError(kind: .invalidParameters, message: "screen '\(template.name)': \(problem)")
         }
@@ -570,7 +580,12 @@ public enum ScreenRendering {
             data[load.name] = try await host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
         }
         scope.values["data"] = .object(data)
-        return finish(template.content.render(scope) ?? [:])
+        return scope
+    }
+
+    /// The template's content rendered from `scope` (what ``load(_:parameters:host:call:error:fetched:)`` gave).
+    public static func render(_ template: ScreenTemplate, scope: TemplateScope) -> JSONValue {
+        finish(template.content.render(scope) ?? [:])
     }
 
     /// The requests of a template's service loads for these parameters (their templates see

@@ -285,10 +285,12 @@ public final class FlowRuntime: Sendable {
         let fitted: FittedReply
         let fetched = await fetch(name, parameters: parameters, identity: identity, served: served)
         do {
-            fitted = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
-                try await screen(
-                    name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, fetched: fetched, db: db)
+            // Only the loaders hold the connection: rendering, signing and fitting run after the
+            // snapshot, on the request's own thread.
+            let scope = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
+                try await screenScope(name, parameters: parameters, identity: identity, served: served, fetched: fetched, db: db)
             }
+            fitted = try screen(name, scope: scope, identity: identity, profile: profile, now: now, served: served)
         } catch {
             throw Self.commandError(error, flow: nil) ?? error
         }
@@ -320,13 +322,29 @@ public final class FlowRuntime: Sendable {
         _ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows,
         fetched: [String: ServiceResult] = [:], db: PostgresConnection
     ) async throws -> FittedReply {
+        let scope = try await screenScope(name, parameters: parameters, identity: identity, served: served, fetched: fetched, db: db)
+        return try screen(name, scope: scope, identity: identity, profile: profile, now: now, served: served)
+    }
+
+    /// What a screen template renders from: its loaders run on the caller's transaction.
+    private func screenScope(
+        _ name: String, parameters: JSONObject, identity: ClientIdentity, served: ServedFlows, fetched: [String: ServiceResult],
+        db: PostgresConnection
+    ) async throws -> TemplateScope {
         guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
-        let screen = try await ScreenRendering.render(
+        return try await ScreenRendering.load(
             template, parameters: parameters, host: host, call: FlowCall(subject: subject, flow: "", sessionID: nil), fetched: fetched)
+    }
+
+    /// A screen rendered from its scope, its start actions signed, fitted to the client.
+    private func screen(
+        _ name: String, scope: TemplateScope, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows
+    ) throws -> FittedReply {
+        guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, served: served)
-        return served.fitter.fit(try encoder.mintActions(in: screen), profile: profile, origin: "screen:\(name)")
+        return served.fitter.fit(try encoder.mintActions(in: ScreenRendering.render(template, scope: scope)), profile: profile, origin: "screen:\(name)")
     }
 
     // MARK: - Transactions

@@ -48,7 +48,7 @@ public struct ScenarioRunner: Sendable {
                         name, parameters: Self.stringly(parameters), identity: identity, profile: scenario.client)
                     answer = reply.body
                 case .start(let flow, let parameters):
-                    let payload = try await runtime.mintStart(flow: flow, parameters: parameters, identity: identity, profile: scenario.client)
+                    let payload = try runtime.mintStart(flow: flow, parameters: parameters, identity: identity, profile: scenario.client)
                     let input = try Self.input(step.input, last: last)
                     let reply = try await runtime.execute(payload: payload, input: input, identity: identity, profile: scenario.client)
                     lastCommand = (payload, input, identity)

@@ -271,7 +271,7 @@ struct StudioController: Sendable {
         let flow = try context.parameters.require("flow")
         let identity = try await subject(request)
         do {
-            let payload = try await runtime.mintStart(
+            let payload = try runtime.mintStart(
                 flow: flow, parameters: try ScreenController.parameters(request), identity: identity, profile: profile)
             return .json(["url": .string(profile.commandURL), "payload": .string(payload)])
         } catch let error as CommandError {
