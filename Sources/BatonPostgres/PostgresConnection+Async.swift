@@ -47,7 +47,10 @@ extension PostgresConnection {
     /// instead of being silently rolled back by `COMMIT`.
     ///
     /// `BEGIN` travels with the body's first statement and `COMMIT` with any statements the body
-    /// queued with ``enqueue(_:_:)``, so a short transaction costs few round trips.
+    /// queued with ``enqueue(_:_:)``, so a short transaction costs few round trips. A
+    /// ``IsolationLevel/readOnlySnapshot`` that queued nothing sends no `COMMIT` at all: its
+    /// `ROLLBACK` waits for the connection's next round trip (``PostgresPool`` sends it alone
+    /// if nobody leases the connection within 10 ms; ``endSnapshot()`` sends it now).
     public func transaction<R>(
         isolation: IsolationLevel = .readCommitted, _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {

@@ -36,7 +36,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// `deferred` instead of taking a round trip of its own: it travels with whatever the next
     /// lease sends first (see ``PostgresPool``), or the pool sends it alone before the
     /// connection goes idle.
-    public internal(set) var endsSnapshotLazily = false
+    var endsSnapshotLazily = false
     /// Statements whose text exceeded this many distinct entries are not cached forever.
     static let preparedStatementLimit = 512
 

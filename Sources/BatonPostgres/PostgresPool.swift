@@ -385,6 +385,12 @@ public final class PostgresPool: Sendable {
             return true
         }
         guard leased else { return }
+        guard let connection = slot.connection, connection.checkAlive() else {
+            // It died idle (the server ended the session): nothing to end, and no reason to open a
+            // connection just for that.
+            discard(slot)
+            return release(slot)
+        }
         let deadline = ContinuousClock.now + configuration.callTimeout
         Task(executorPreference: slot.loop) { [self] in
             _ = try? await run({ try await $0.endSnapshot() }, on: slot, deadline: deadline, limit: configuration.callTimeout)

@@ -139,6 +139,24 @@ struct PoolTests {
         #expect(pool.statistics.connectionsDiscarded == 0)
     }
 
+    @Test("a connection killed while its snapshot waits to end is replaced; the next caller gets its answer")
+    func snapshotOnAKilledConnection() async throws {
+        let conninfo = try await TestDatabase.make()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, callTimeout: Self.callTimeout))
+        let killer = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, callTimeout: Self.callTimeout))
+        defer { Task { await pool.close(); await killer.close() } }
+        let pid = try await pool.withTransaction(isolation: .readOnlySnapshot) { try await $0.query("SELECT pg_backend_pid()")[0].decode(Int.self, at: 0) }
+        // Killed within the snapshot's grace or just after its end: either way the next lease
+        // must find it dead, not send into it.
+        #expect(try await killer.query("SELECT pg_terminate_backend($1)", [pid])[0].decode(Bool.self, at: 0))
+        for _ in 0..<200 where try await killer.query("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", [pid])[0].decode(Int.self, at: 0) > 0 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try await pool.query("SELECT 42")[0].decode(Int.self, at: 0) == 42)
+        #expect(pool.statistics.connectionsDiscarded == 1)
+        #expect(pool.statistics.open == 1)
+    }
+
     @Test("closing a pool twice, or from several tasks at once, returns; queries after it fail clearly", .timeLimit(.minutes(1)))
     func closeTwice() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 3, callTimeout: Self.callTimeout))
