@@ -86,15 +86,16 @@ seed_probe_subjects() {
   "$pgbin/psql" -qc "INSERT INTO probe_counters (subject) SELECT g::text FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING"
 }
 
-# CPU seconds (user + system) of this shell's children that have exited, so far: read just
-# before and after a load generator runs in the foreground, the difference is its CPU. (`times`
-# must run in this shell, not in a $(…) subshell, which has children of its own.)
+# Sets the variable named $1 to the CPU seconds (user + system) of this shell's children that
+# have exited, so far: read just before and after a load generator runs in the foreground, the
+# difference is its CPU. (`times` must run in this shell, not in a $(…) subshell, which has
+# children of its own; so the result comes back in a variable, not on standard output.)
 children_cpu() {
   times >"$data/times"
-  tail -1 "$data/times" | awk '{
+  printf -v "$1" '%s' "$(tail -1 "$data/times" | awk '{
     total = 0
     for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); total += t[1] * 60 + t[2] }
-    printf "%.3f\n", total }'
+    printf "%.3f\n", total }')"
 }
 
 # Thread switches of Baton so far (voluntary + involuntary, summed over its threads).
@@ -129,11 +130,10 @@ postgres_cpu() {
 measured_wrk() {
   local baton0 pg0 baton1 pg1 wrk0 wrk1
   baton0=$(process_cpu "$serve_pid"); pg0=$(postgres_cpu)
-  children_cpu >"$data/wrk.cpu0"
+  children_cpu wrk0
   wrk "$@" >"$data/wrk.out" 2>"$data/wrk.err" || { echo "wrk failed:" >&2; cat "$data/wrk.err" >&2; exit 1; }
-  children_cpu >"$data/wrk.cpu1"
+  children_cpu wrk1
   baton1=$(process_cpu "$serve_pid"); pg1=$(postgres_cpu)
-  wrk0=$(cat "$data/wrk.cpu0"); wrk1=$(cat "$data/wrk.cpu1")
   wrk_requests=$(awk '/requests in/ {print $1}' "$data/wrk.out")
   wrk_rps=$(awk '/^Requests\/sec/ {print $2}' "$data/wrk.out")
   wrk_p50=$(awk '/^latency_us/ {print $3}' "$data/wrk.out")
@@ -152,11 +152,10 @@ measured_pgbench() {
   local pg0 pg1 transactions client0 client1
   rm -f "$data"/pgbench_tx.*
   pg0=$(postgres_cpu)
-  children_cpu >"$data/pgbench.cpu0"
+  children_cpu client0
   "$pgbench" "$@" --log --log-prefix="$data/pgbench_tx" >"$data/pgbench.log" 2>&1 \
     || { echo "pgbench failed:" >&2; grep -v '^pgbench: client' "$data/pgbench.log" | head -20 >&2; exit 1; }
-  children_cpu >"$data/pgbench.cpu1"
-  client0=$(cat "$data/pgbench.cpu0"); client1=$(cat "$data/pgbench.cpu1")
+  children_cpu client1
   sleep 0.2 # the postmaster reaps the exited backends (their CPU moves to its cutime/cstime)
   pg1=$(postgres_cpu)
   pg_tps=$(awk '/^tps/ {print $3}' "$data/pgbench.log")

@@ -22,15 +22,16 @@ public struct FlowDatabase: Sendable {
         try await connection.query(try Self.refusingTransactionControl(sql), parameters)
     }
 
-    /// Queues a read whose rows are taken later with ``rows(of:)``: it travels with the next
-    /// statement, in the same round trip. For a loader's reads that do not depend on an earlier
-    /// one's answer — queue them, then run the one the others would have waited for: all of
-    /// them cost one round trip instead of one each.
+    /// Queues a statement whose rows are taken later with ``rows(of:)`` (or never, for a write
+    /// whose error is enough): it travels with the next statement, in the same round trip. For
+    /// statements that do not depend on an earlier one's answer — a loader's reads, or a write
+    /// that checks its own precondition in SQL — queue them, then run the one the others would
+    /// have waited for: all of them cost one round trip instead of one each.
     public func sendAhead(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresAhead {
         connection.sendAhead(try Self.refusingTransactionControl(sql), parameters)
     }
 
-    /// The rows of a read queued with ``sendAhead(_:_:)`` (sent now, if nothing took it yet).
+    /// The rows of a statement queued with ``sendAhead(_:_:)`` (sent now, if nothing took it yet).
     public func rows(of ahead: PostgresAhead) async throws -> PostgresRows {
         try await connection.rows(of: ahead)
     }

@@ -211,6 +211,7 @@ public final class FlowRuntime: Sendable {
         let served = self.served.withLock { $0 }
         let flowName: String
         var startClaims: (CommandRequest, UUID)?
+        var screenTemplate: ScreenTemplate?
         var fetched: [String: ServiceResult] = [:]
         switch target {
         case .flow(let flow):
@@ -233,19 +234,22 @@ public final class FlowRuntime: Sendable {
             )
         case .screen(let name):
             flowName = ""
-            guard served.bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
-            fetched = await fetch(name, parameters: parameters, identity: identity, served: served)
+            guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+            screenTemplate = template
+            fetched = await fetch(template, parameters: parameters, identity: identity, served: served)
         }
-        return try await run(flow: flowName, started: started) { [self, startClaims, fetched] db in
+        return try await run(flow: flowName, started: started) { [self, startClaims, screenTemplate, fetched] db in
             if let idempotency, let earlier = try await IdempotencyStore.claim(db, idempotency) {
                 return StepResult(reply: CommandReply(body: earlier, replayed: true, outcome: .replayed, flow: flowName))
             }
             var result: StepResult
             if let (request, id) = startClaims {
                 result = try await start(request, id: id, parameters: parameters, db: db)
-            } else if case .screen(let name) = target {
-                let fitted = try await screen(
-                    name, parameters: parameters, identity: identity, profile: profile, now: now, served: served, fetched: fetched, db: db)
+            } else if let screenTemplate {
+                // Rendered inside the transaction: its bytes are stored with the key for replay.
+                let scope = try await screenScope(screenTemplate, parameters: parameters, identity: identity, fetched: fetched, db: db)
+                let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, served: served)
+                let fitted = try screen(screenTemplate, scope: scope, encoder: encoder, profile: profile, served: served)
                 var body: [UInt8] = Array(#"{"type":"screen","presentation":"push","screen":"#.utf8)
                 body += fitted.bytes
                 body.append(UInt8(ascii: "}"))
@@ -280,30 +284,29 @@ public final class FlowRuntime: Sendable {
         -> ScreenReply
     {
         let served = self.served.withLock { $0 }
-        guard served.bundle.screens[name] != nil else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
-        let now = clock()
+        guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
+        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: clock(), served: served)
         let fitted: FittedReply
-        let fetched = await fetch(name, parameters: parameters, identity: identity, served: served)
+        let fetched = await fetch(template, parameters: parameters, identity: identity, served: served)
         do {
             // Only the loaders hold the connection: rendering, signing and fitting run after the
             // snapshot, on the request's own thread.
             let scope = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
-                try await screenScope(name, parameters: parameters, identity: identity, served: served, fetched: fetched, db: db)
+                try await screenScope(template, parameters: parameters, identity: identity, fetched: fetched, db: db)
             }
-            fitted = try screen(name, scope: scope, identity: identity, profile: profile, now: now, served: served)
+            fitted = try screen(template, scope: scope, encoder: encoder, profile: profile, served: served)
         } catch {
             throw Self.commandError(error, flow: nil) ?? error
         }
         fitted.publish()
-        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, served: served)
         return ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry)
     }
 
     /// Fetches a screen template's service loads, all at once, before its transaction.
-    private func fetch(_ name: String, parameters: JSONObject, identity: ClientIdentity, served: ServedFlows) async -> [String: ServiceResult] {
-        guard let template = served.bundle.screens[name], !template.serviceLoads.isEmpty,
-            ParameterCheck.problem(parameters, specs: template.parameters) == nil
-        else { return [:] }
+    private func fetch(_ template: ScreenTemplate, parameters: JSONObject, identity: ClientIdentity, served: ServedFlows) async
+        -> [String: ServiceResult]
+    {
+        guard !template.serviceLoads.isEmpty, ParameterCheck.problem(parameters, specs: template.parameters) == nil else { return [:] }
         let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
         let requests = ScreenRendering.serviceRequests(template, parameters: parameters, subject: subject)
         return await withTaskGroup(of: (String, ServiceResult).self) { group in
@@ -317,21 +320,11 @@ public final class FlowRuntime: Sendable {
         }
     }
 
-    /// A screen's fitted bytes, on the caller's transaction (its service loads already fetched).
-    private func screen(
-        _ name: String, parameters: JSONObject, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows,
-        fetched: [String: ServiceResult] = [:], db: PostgresConnection
-    ) async throws -> FittedReply {
-        let scope = try await screenScope(name, parameters: parameters, identity: identity, served: served, fetched: fetched, db: db)
-        return try screen(name, scope: scope, identity: identity, profile: profile, now: now, served: served)
-    }
-
     /// What a screen template renders from: its loaders run on the caller's transaction.
     private func screenScope(
-        _ name: String, parameters: JSONObject, identity: ClientIdentity, served: ServedFlows, fetched: [String: ServiceResult],
+        _ template: ScreenTemplate, parameters: JSONObject, identity: ClientIdentity, fetched: [String: ServiceResult],
         db: PostgresConnection
     ) async throws -> TemplateScope {
-        guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
         let subject = identity.primarySubject ?? FlowSubject(kind: .device, id: "anonymous")
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         return try await ScreenRendering.load(
@@ -340,11 +333,10 @@ public final class FlowRuntime: Sendable {
 
     /// A screen rendered from its scope, its start actions signed, fitted to the client.
     private func screen(
-        _ name: String, scope: TemplateScope, identity: ClientIdentity, profile: ClientProfile, now: Date, served: ServedFlows
+        _ template: ScreenTemplate, scope: TemplateScope, encoder: ReplyEncoder, profile: ClientProfile, served: ServedFlows
     ) throws -> FittedReply {
-        guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
-        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: now, served: served)
-        return served.fitter.fit(try encoder.mintActions(in: ScreenRendering.render(template, scope: scope)), profile: profile, origin: "screen:\(name)")
+        let screen = try encoder.mintActions(in: ScreenRendering.render(template, scope: scope))
+        return served.fitter.fit(screen, profile: profile, origin: "screen:\(template.name)")
     }
 
     // MARK: - Transactions
