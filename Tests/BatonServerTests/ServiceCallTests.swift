@@ -252,7 +252,9 @@ struct ServiceCallTests {
             let headers = try await userHeaders("henk")
             let choice = try await choosePoint(client, code: "3SDEMO0000002", headers: headers)
             let submit = try action(choice, titled: "submit")
-            server.configure { $0.delay = .milliseconds(1500) }
+            // Slow, but well inside the service's 2 s attempt timeout: at 1.5 s a loaded CI machine
+            // once let the attempt time out, and the retry (same key, applied once) made a second POST.
+            server.configure { $0.delay = .milliseconds(1000) }
             async let first = client.command(submit, input: ["choice": "UT-0001"], headers: headers)
             try await Task.sleep(for: .milliseconds(300))
             async let second = client.command(submit, input: ["choice": "UT-0001"], headers: headers)
