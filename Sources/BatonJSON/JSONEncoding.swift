@@ -36,6 +36,8 @@ package struct JSONWriter: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var count = 0
     private var capacity: Int
+    /// Whether short strings are read from the `String` value itself (`SmallUTF8`).
+    private let readsSmallStrings = SmallUTF8.layoutHolds
 
     package init(capacity: Int = 1 << 16) {
         self.capacity = max(capacity, 64)
@@ -60,6 +62,13 @@ package struct JSONWriter: ~Copyable {
 
     /// An object member's key and colon, with the comma before it unless it is the first.
     package mutating func writeKey(_ key: String, first: inout Bool) {
+        if readsSmallStrings, let small = SmallUTF8(key) {
+            reserve(SmallUTF8.room)
+            if !first { append(UInt8(ascii: ",")) }
+            first = false
+            if !appendQuoted(small) { appendQuoted(key) }
+            return append(UInt8(ascii: ":"))
+        }
         guard Self.isInline(key) else { return writeKeySlowly(key, first: &first) }
         reserve(Self.room(key))
         if !first { append(UInt8(ascii: ",")) }
@@ -121,6 +130,28 @@ package struct JSONWriter: ~Copyable {
         write(byte: UInt8(ascii: "}"))
     }
 
+    /// `object` with the value of its `type` member written as `type` instead (an action
+    /// performed as its fallback), every other member as `write(_:)` writes it, read in place.
+    package mutating func write(_ object: borrowing JSONObject, type: String) {
+        write(byte: UInt8(ascii: "{"))
+        _ = object.keys.withContiguousStorageIfAvailable { keys in
+            object.values.withUnsafeBufferPointer { values in
+                guard let firstKey = keys.baseAddress, let firstValue = values.baseAddress else { return }
+                for index in keys.indices {
+                    writeKey(at: firstKey + index, isFirst: index == 0)
+                    if keys[index].utf8.count == 4, keys[index] == "type" { write(type) } else { writeElement(at: firstValue + index) }
+                }
+            }
+        }
+        write(byte: UInt8(ascii: "}"))
+    }
+
+    /// Bytes encoded beforehand (a member name with its separators, a constant), as they are.
+    @inline(__always)
+    package mutating func write(encoded bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { write($0) }
+    }
+
     /// The name of member `index` of `object`, as `writeKey(_:first:)` writes it, read where
     /// it lies: a member-by-member writer (the downgrade pass) passes the object and an index
     /// rather than a copy of the name.
@@ -138,6 +169,12 @@ package struct JSONWriter: ~Copyable {
     /// A member name of an object being written, read where it lies (see the type's comment).
     @inline(__always)
     private mutating func writeKey(at key: UnsafePointer<String>, isFirst: Bool) {
+        if readsSmallStrings, let small = SmallUTF8(at: key) {
+            reserve(SmallUTF8.room)
+            if !isFirst { append(UInt8(ascii: ",")) }
+            if !appendQuoted(small) { appendQuoted(key.pointee) }
+            return append(UInt8(ascii: ":"))
+        }
         guard Self.isInline(key.pointee) else {
             var first = isFirst
             return writeKeySlowly(key.pointee, first: &first)
@@ -153,6 +190,10 @@ package struct JSONWriter: ~Copyable {
     /// comment); only containers are passed on, and copied.
     @inline(__always)
     private mutating func writeElement(at value: UnsafePointer<JSONValue>) {
+        if readsSmallStrings, case .string = value.pointee, let small = SmallUTF8(payloadAt: value) {
+            reserve(SmallUTF8.room)
+            if appendQuoted(small) { return }
+        }
         if case .string(let text) = value.pointee {
             guard Self.isInline(text) else { return writeStringSlowly(text) }
         }
@@ -198,6 +239,10 @@ package struct JSONWriter: ~Copyable {
 
     /// `text` as a JSON string literal.
     package mutating func write(_ text: String) {
+        if readsSmallStrings, let small = SmallUTF8(text) {
+            reserve(SmallUTF8.room)
+            if appendQuoted(small) { return }
+        }
         guard Self.isInline(text) else { return writeStringSlowly(text) }
         reserve(Self.room(text))
         appendQuoted(text)
@@ -220,6 +265,25 @@ package struct JSONWriter: ~Copyable {
     @inline(__always)
     private static func room(_ text: borrowing String) -> Int {
         text.utf8.count &* 6 &+ 32
+    }
+
+    /// A small string as a string literal, into room already reserved (`SmallUTF8.room`),
+    /// when none of its bytes needs an escape: its two words stored whole, checked once.
+    /// False, with nothing written, when one does (the general path then writes it).
+    @inline(__always)
+    private mutating func appendQuoted(_ small: SmallUTF8) -> Bool {
+        // Spaces, which never need escaping, stand in for the bytes past the string's end.
+        let spaces: UInt64 = 0x2020_2020_2020_2020
+        let lowPadding = small.count >= 8 ? 0 : spaces &<< UInt64(small.count &* 8)
+        let highPadding = small.count <= 8 ? spaces : spaces &<< UInt64((small.count &- 8) &* 8)
+        guard Self.specialBytes(small.low | lowPadding) | Self.specialBytes(small.high | highPadding) == 0 else { return false }
+        let out = base + count
+        out[0] = UInt8(ascii: "\"")
+        UnsafeMutableRawPointer(out + 1).storeBytes(of: small.low.littleEndian, as: UInt64.self)
+        UnsafeMutableRawPointer(out + 9).storeBytes(of: small.high.littleEndian, as: UInt64.self)
+        out[small.count &+ 1] = UInt8(ascii: "\"")
+        count &+= small.count &+ 2
+        return true
     }
 
     /// `text` as a string literal, into room already reserved (`room(text)`): it calls
@@ -445,4 +509,86 @@ package struct JSONWriter: ~Copyable {
         base = newBase
         capacity = newCapacity
     }
+}
+
+/// The UTF-8 bytes of a small string, read from the `String` value's own two words.
+///
+/// Swift keeps a string of up to 15 UTF-8 bytes inside the value, with no storage object —
+/// nearly every member name and many values of a screen. Reading them through the standard
+/// library's `withContiguousStorageIfAvailable` copies them to the stack and loops over them
+/// by length; reading the two words directly lets the writer check and store them whole.
+///
+/// This relies on the standard library's layout of a small string on 64-bit little-endian
+/// platforms: bytes 0–7 in the first word, 8–14 in the second, whose top byte is the
+/// discriminator (bit 63 immortal and bit 61 small set, bit 60 foreign clear; the count in
+/// bits 56–59). That layout is part of the ABI on Apple platforms and the same on Linux.
+/// It is checked once against known strings (`layoutHolds`); where it does not hold, or on
+/// any other platform, no string reads as small and every one takes the general path.
+package struct SmallUTF8 {
+    /// Bytes 0–7, in memory order from the low end.
+    let low: UInt64
+    /// Bytes 8–14; the top byte (the discriminator) is cleared.
+    let high: UInt64
+    let count: Int
+
+    /// The room writing one takes, escaped or not (15 bytes six times over, quotes and a
+    /// separator on either side), and what the whole-word stores need.
+    static let room = 15 * 6 + 32
+
+    @inline(__always)
+    init?(_ text: borrowing String) {
+        #if _endian(little) && _pointerBitWidth(_64)
+        let words = unsafeBitCast(text, to: (UInt64, UInt64).self)
+        self.init(words: words.0, words.1)
+        #else
+        return nil
+        #endif
+    }
+
+    /// The string at `text`, read as its two words (no copy of the value, so no retain).
+    @inline(__always)
+    init?(at text: UnsafePointer<String>) {
+        #if _endian(little) && _pointerBitWidth(_64)
+        let raw = UnsafeRawPointer(text)
+        self.init(words: raw.load(as: UInt64.self), raw.load(fromByteOffset: 8, as: UInt64.self))
+        #else
+        return nil
+        #endif
+    }
+
+    /// The string of a `.string` value at `value`, read in place: the payload of an enum case
+    /// lies at its start (checked in `layoutHolds`).
+    @inline(__always)
+    init?(payloadAt value: UnsafePointer<JSONValue>) {
+        self.init(at: UnsafeRawPointer(value).assumingMemoryBound(to: String.self))
+    }
+
+    @inline(__always)
+    private init?(words low: UInt64, _ high: UInt64) {
+        // Immortal and small, not foreign (the ASCII flag, bit 62, may be either).
+        guard high &>> 60 & 0b1011 == 0b1010 else { return nil }
+        self.low = low
+        self.high = high & 0x00FF_FFFF_FFFF_FFFF
+        self.count = Int(truncatingIfNeeded: high &>> 56 & 0xF)
+    }
+
+    /// Whether strings read here as the standard library reads them: short ones as small,
+    /// with the same bytes, and a long one not at all.
+    package static let layoutHolds: Bool = {
+        #if _endian(little) && _pointerBitWidth(_64)
+        let samples = ["", "a", "id", "type", "1234567", "12345678", "fifteen bytes!!", "ü✓", "\u{0}\"\\"]
+        for sample in samples {
+            guard let small = SmallUTF8(sample), small.count == sample.utf8.count else { return false }
+            let bytes = withUnsafeBytes(of: (small.low.littleEndian, small.high.littleEndian)) { Array($0.prefix(small.count)) }
+            guard bytes == Array(sample.utf8) else { return false }
+            // A `.string` value keeps the same two words at its start.
+            let inValue = withUnsafePointer(to: JSONValue.string(sample)) { SmallUTF8(payloadAt: $0) }
+            guard let inValue, inValue.low == small.low, inValue.high == small.high, inValue.count == small.count else { return false }
+        }
+        let long = String(repeating: "sixteen or more bytes", count: 2)
+        return SmallUTF8(long) == nil
+        #else
+        return false
+        #endif
+    }()
 }

@@ -55,6 +55,28 @@ struct JSONEncodingTests {
         }
     }
 
+    @Test("short strings are read from the String value itself here, as names and values, with every special at every position")
+    func smallStrings() throws {
+        // The two-word path (`SmallUTF8`) must be the one these tests exercise on the
+        // platforms we ship: if the standard library's layout ever changed, the check would
+        // turn it off silently and only the speed would show it.
+        #if _endian(little) && _pointerBitWidth(_64)
+        #expect(SmallUTF8.layoutHolds)
+        #endif
+        for length in 0...14 {
+            let plain = String(repeating: "k", count: length)
+            for position in 0...length {
+                for special in Self.specials where (plain.utf8.count + special.utf8.count) <= 15 {
+                    var text = plain
+                    text.insert(contentsOf: special, at: text.index(text.startIndex, offsetBy: position))
+                    let object: JSONValue = .object([text: .string(text), "k": .array([.string(text)])])
+                    let expected = "{\(Self.reference(text)):\(Self.reference(text)),\"k\":[\(Self.reference(text))]}"
+                    #expect(Self.encoded(object) == expected, "\(length) \(position) \(special.debugDescription)")
+                }
+            }
+        }
+    }
+
     @Test("the naughty strings (and each followed by every special) encode as the reference does")
     func naughtyStrings() throws {
         let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
