@@ -9,6 +9,9 @@ public enum ContractLoader {
     static let componentKeys: Set<String> = ["since", "capabilities", "fields", "children", "fallback", "description"]
     static let actionKeys: Set<String> = ["since", "capabilities", "fields", "fallback", "description"]
     static let fallbackKeys: Set<String> = ["type", "map", "set"]
+    /// Member names every component or action has (or may have) whatever its fields: a
+    /// field cannot take one (the downgrade pass writes them itself).
+    static let reservedFields: Set<String> = ["type", "id", "fallback"]
 
     public static func load(source: String, file: String) -> (ContractRegistry?, [Diagnostic]) {
         switch YAMLSource.parse(source, file: file) {
@@ -70,6 +73,10 @@ struct ContractReader: ShapeReader {
     mutating func fields(_ node: SourceNode?, what: String) -> [String: FieldSpec] {
         var fields: [String: FieldSpec] = [:]
         for (key, value) in mapping(node, allowed: nil, what: "fields of \(what)") {
+            guard !ContractLoader.reservedFields.contains(key.text) else {
+                error("field '\(key.text)' of \(what) is reserved: every component and action has a type, every component an id, and any may carry an inline fallback", key.location)
+                continue
+            }
             // `name: string`, `name: string!` (required), or `name: { type, required, values }`.
             switch value {
             case .scalar(let scalar):

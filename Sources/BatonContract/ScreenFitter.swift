@@ -147,7 +147,7 @@ public struct ScreenFitter: Sendable {
         self.isAllowedURL = isAllowedURL
         let bits = CapabilityBits(registry.components.values.flatMap(\.capabilities) + registry.actions.values.flatMap(\.capabilities))
         self.capabilityBits = bits
-        self.components = NameTable(registry.components.mapValues { CompiledComponent($0, bits: bits) })
+        self.components = NameTable(registry.components.mapValues { CompiledComponent($0, bits: bits, registry: registry) })
         self.actions = NameTable(registry.actions.mapValues { CompiledAction($0, bits: bits) })
     }
 
@@ -369,14 +369,7 @@ private struct FitPass: ~Copyable {
 
     /// An action performed as its fallback: its members, under the fallback's type.
     mutating func writeAction(_ action: JSONObject, type: String) {
-        output.write(byte: UInt8(ascii: "{"))
-        var first = true
-        for index in 0..<action.count {
-            let isType = same(action.keys[index], "type")
-            output.writeKey(at: index, of: action, first: &first)
-            if isType { output.write(type) } else { output.write(valueAt: index, of: action) }
-        }
-        output.write(byte: UInt8(ascii: "}"))
+        output.write(action, type: type)
     }
 
     // MARK: Components
@@ -465,14 +458,30 @@ private struct FitPass: ~Copyable {
         output.write(byte: UInt8(ascii: "{"))
         var members = MemberWriting(component: component, retyped: retyped, moreRetyped: moreRetyped)
         if let plan {
-            // The replacement's members in the order building it would give: type, id,
-            // mapped fields, constants.
-            writeMember("type", .constant(plan.type), of: object, &members)
-            if let index = memberIndex(object, "id") { writeMember("id", .member(index), of: object, &members) }
-            for field in plan.map {
-                if let index = memberIndex(object, field.source) { writeMember(field.target, .member(index), of: object, &members) }
+            // The replacement's members in the order building it would give (type, id,
+            // mapped fields, constants), their names and the constants written as encoded
+            // when the plan was made.
+            let encoded = plan.encoded
+            output.write(encoded: encoded.opening)
+            members.first = false
+            if let index = memberIndex(object, "id") {
+                output.write(encoded: CompiledComponent.FallbackPlan.Encoded.idKey)
+                output.write(valueAt: index, of: object)
             }
-            for field in plan.set { writeMember(field.name, .constant(field.value), of: object, &members) }
+            for field in encoded.map {
+                guard let index = memberIndex(object, field.source) else { continue }
+                if let key = field.key {
+                    output.write(encoded: key)
+                    output.write(valueAt: index, of: object)
+                } else {
+                    writeMember(field.target, .member(index), of: object, &members)
+                }
+            }
+            if let constants = encoded.constants {
+                output.write(encoded: constants)
+            } else {
+                for field in plan.set { writeMember(field.name, .constant(field.value), of: object, &members) }
+            }
         } else {
             for index in 0..<object.count { writeMember(object.keys[index], .member(index), of: object, &members) }
         }
@@ -789,15 +798,47 @@ private final class CompiledComponent: Sendable {
         let type: JSONValue
         let map: [(target: String, source: String)]
         let set: [(name: String, value: JSONValue)]
+        /// The plan's names and constants, encoded once.
+        let encoded: Encoded
 
-        init(type: JSONValue, map: [(target: String, source: String)], set: [(name: String, value: JSONValue)]) {
-            self.type = type
+        /// What writing through a plan takes as it is: the type, each mapped field's name
+        /// with its comma — unless the target reads that field as a component or an action,
+        /// which the pass fits member by member — and the constants, when none of them is
+        /// one the pass must fit. (`type` and `id` are never fields: the loader refuses them.)
+        final class Encoded: Sendable {
+            /// `"type":"<target>"`, the first member.
+            let opening: [UInt8]
+            let map: [(target: String, source: String, key: [UInt8]?)]
+            /// `,"name":value` for every constant, in order.
+            let constants: [UInt8]?
+
+            static let idKey = Array(#","id":"#.utf8)
+
+            /// `target`: the fields of the type the plan writes (none when it is not in the
+            /// contract, which the loader refuses).
+            init(type: String, map: [(target: String, source: String)], set: [(name: String, value: JSONValue)], target: [String: FieldSpec]) {
+                /// Fields the pass fits rather than writes: nested components and actions (and
+                /// `fallback`, which it drops, should a mapping name it).
+                func isFitted(_ name: String) -> Bool {
+                    guard let field = target[name] else { return name == "fallback" }
+                    return field.type == .component || field.type == .components || field.type == .action
+                }
+                func key(_ name: String) -> [UInt8] { Array(",".utf8) + JSONEncoding.encode(.string(name)) + Array(":".utf8) }
+                opening = JSONEncoding.encode(.string("type")) + Array(":".utf8) + JSONEncoding.encode(.string(type))
+                self.map = map.map { ($0.target, $0.source, isFitted($0.target) ? nil : key($0.target)) }
+                constants = set.contains { isFitted($0.name) } ? nil : set.flatMap { key($0.name) + JSONEncoding.encode($0.value) }
+            }
+        }
+
+        init(type: String, map: [(target: String, source: String)], set: [(name: String, value: JSONValue)], target: [String: FieldSpec]) {
+            self.type = .string(type)
             self.map = map
             self.set = set
+            self.encoded = Encoded(type: type, map: map, set: set, target: target)
         }
     }
 
-    init(_ spec: ComponentSpec, bits: CapabilityBits) {
+    init(_ spec: ComponentSpec, bits: CapabilityBits, registry: ContractRegistry) {
         name = spec.name
         since = spec.since
         capabilities = bits.mask(for: spec.capabilities)
@@ -816,7 +857,7 @@ private final class CompiledComponent: Sendable {
             fallbackMap = map.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
             let names = ["type", "id"] + fallbackMap.map(\.target) + set.keys
             fallbackPlan = Set(names).count == names.count
-                ? FallbackPlan(type: .string(type), map: fallbackMap, set: set.map { ($0.key, $0.value) }) : nil
+                ? FallbackPlan(type: type, map: fallbackMap, set: set.map { ($0.key, $0.value) }, target: registry.components[type]?.fields ?? [:]) : nil
         } else {
             fallbackMap = []
             fallbackPlan = nil

@@ -40,7 +40,7 @@ struct ContractLintTests {
         ])
     }
 
-    @Test("the contract file itself: fallbacks must be real, older components; bad field types")
+    @Test("the contract file itself: fallbacks must be real, older components; bad field types; reserved field names")
     func contractFile() {
         let (_, diagnostics) = ContractLoader.load(
             source: """
@@ -50,8 +50,10 @@ struct ContractLintTests {
                   b: { since: 2, fields: { y: string }, fallback: { type: c, map: { x: y } } }
                   d: { since: 2, fields: { y: string } }
                   e: { since: 1, fields: { y: string }, fallback: { type: a } }
+                  f: { since: 1, fields: { id: component, fallback: string } }
                 actions:
                   go: { since: 1, fallback: stop }
+                  stop: { since: 1, fields: { type: string } }
                 """, file: "contract.yaml")
         let lines = diagnostics.map(\.description)
         #expect(lines.contains("contract.yaml:3:31: error: field 'x' has unknown type 'strng' (string, int, bool, url, action, component, components, object, list)"))
@@ -59,6 +61,10 @@ struct ContractLintTests {
         #expect(lines.contains("contract.yaml:5:3: warning: component 'd' is newer than the oldest supported contract (1) and has no fallback: older clients will not see it"))
         #expect(lines.contains("contract.yaml:6:3: error: fallback of 'e' (since 1) must be an older component; 'a' is since 1"))
         #expect(lines.contains { $0.contains("fallback of action 'go' must be an older action") })
+        // Member names the pass writes itself cannot be fields.
+        #expect(lines.contains { $0.hasPrefix("contract.yaml:7:") && $0.contains("error: field 'id' of") && $0.contains("is reserved") })
+        #expect(lines.contains { $0.hasPrefix("contract.yaml:7:") && $0.contains("error: field 'fallback' of") })
+        #expect(lines.contains { $0.hasPrefix("contract.yaml:10:") && $0.contains("error: field 'type' of") })
     }
 
     @Test("the repository's contract and Flows/ lint clean against each other")
