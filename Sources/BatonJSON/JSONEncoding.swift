@@ -116,14 +116,19 @@ package struct JSONWriter: ~Copyable {
         write(byte: UInt8(ascii: "]"))
     }
 
-    private mutating func write(members object: borrowing JSONObject) {
+    /// `object`'s members; with `type`, the value of its `type` member written as that.
+    private mutating func write(members object: borrowing JSONObject, type: String? = nil) {
         write(byte: UInt8(ascii: "{"))
         _ = object.keys.withContiguousStorageIfAvailable { keys in
             object.values.withUnsafeBufferPointer { values in
                 guard let firstKey = keys.baseAddress, let firstValue = values.baseAddress else { return }
                 for index in keys.indices {
                     writeKey(at: firstKey + index, isFirst: index == 0)
-                    writeElement(at: firstValue + index)
+                    if let type, keys[index].utf8.count == 4, keys[index] == "type" {
+                        write(type)
+                    } else {
+                        writeElement(at: firstValue + index)
+                    }
                 }
             }
         }
@@ -133,17 +138,7 @@ package struct JSONWriter: ~Copyable {
     /// `object` with the value of its `type` member written as `type` instead (an action
     /// performed as its fallback), every other member as `write(_:)` writes it, read in place.
     package mutating func write(_ object: borrowing JSONObject, type: String) {
-        write(byte: UInt8(ascii: "{"))
-        _ = object.keys.withContiguousStorageIfAvailable { keys in
-            object.values.withUnsafeBufferPointer { values in
-                guard let firstKey = keys.baseAddress, let firstValue = values.baseAddress else { return }
-                for index in keys.indices {
-                    writeKey(at: firstKey + index, isFirst: index == 0)
-                    if keys[index].utf8.count == 4, keys[index] == "type" { write(type) } else { writeElement(at: firstValue + index) }
-                }
-            }
-        }
-        write(byte: UInt8(ascii: "}"))
+        write(members: object, type: type)
     }
 
     /// Bytes encoded beforehand (a member name with its separators, a constant), as they are.
@@ -548,19 +543,25 @@ package struct SmallUTF8 {
     /// The string at `text`, read as its two words (no copy of the value, so no retain).
     @inline(__always)
     init?(at text: UnsafePointer<String>) {
+        self.init(wordsAt: UnsafeRawPointer(text))
+    }
+
+    /// The string of a `.string` value at `value`, read in place: an enum case's payload lies
+    /// at its start, and `JSONValue` keeps its case in a byte of its own after the largest
+    /// payload (`.int` and `.double` leave no spare bits to keep it in), so the string's two
+    /// words are as they are in a `String` (checked in `layoutHolds`).
+    @inline(__always)
+    init?(payloadAt value: UnsafePointer<JSONValue>) {
+        self.init(wordsAt: UnsafeRawPointer(value))
+    }
+
+    @inline(__always)
+    private init?(wordsAt raw: UnsafeRawPointer) {
         #if _endian(little) && _pointerBitWidth(_64)
-        let raw = UnsafeRawPointer(text)
         self.init(words: raw.load(as: UInt64.self), raw.load(fromByteOffset: 8, as: UInt64.self))
         #else
         return nil
         #endif
-    }
-
-    /// The string of a `.string` value at `value`, read in place: the payload of an enum case
-    /// lies at its start (checked in `layoutHolds`).
-    @inline(__always)
-    init?(payloadAt value: UnsafePointer<JSONValue>) {
-        self.init(at: UnsafeRawPointer(value).assumingMemoryBound(to: String.self))
     }
 
     @inline(__always)
