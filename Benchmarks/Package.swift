@@ -20,9 +20,15 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
+        .target(
+            name: "BenchmarkScreens",
+            dependencies: [.product(name: "BatonContract", package: baton), .product(name: "BatonJSON", package: baton)],
+            path: "Benchmarks/BenchmarkScreens"
+        ),
         .executableTarget(
             name: "BatonBenchmarks",
             dependencies: [
+                "BenchmarkScreens",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "BatonContract", package: baton),
                 .product(name: "BatonFlows", package: baton),
@@ -34,6 +40,12 @@ let package = Package(
             ],
             path: "Benchmarks/BatonBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // Fit + encode in a plain loop, for valgrind's instruction counts (docs/benchmarks.md).
+        .executableTarget(
+            name: "baton-fit-count",
+            dependencies: ["BenchmarkScreens", .product(name: "BatonContract", package: baton), .product(name: "BatonJSON", package: baton)],
+            path: "Benchmarks/FitCount"
         ),
         // The database client alone, beside pgbench (Benchmarks/e2e/db-client-vs-pgbench.sh).
         .executableTarget(

@@ -270,7 +270,7 @@ private struct FitPass: ~Copyable {
                     output.write(member)
                 case .retyped(let action, let type):
                     output.writeKey(key, first: &first)
-                    writeAction(action, type: type)
+                    output.write(action, type: type)
                 case .unsupported, .blocked:
                     return
                 }
@@ -360,16 +360,11 @@ private struct FitPass: ~Copyable {
             var first = true
             object.forEachMember { key, member in
                 output.writeKey(key, first: &first)
-                if let fitted, same(key, "action") { writeAction(fitted.action, type: fitted.type) } else { output.write(member) }
+                if let fitted, same(key, "action") { output.write(fitted.action, type: fitted.type) } else { output.write(member) }
             }
             output.write(byte: UInt8(ascii: "}"))
         }
         output.write(byte: UInt8(ascii: "]"))
-    }
-
-    /// An action performed as its fallback: its members, under the fallback's type.
-    mutating func writeAction(_ action: JSONObject, type: String) {
-        output.write(action, type: type)
     }
 
     // MARK: Components
@@ -461,14 +456,13 @@ private struct FitPass: ~Copyable {
             // The replacement's members in the order building it would give (type, id,
             // mapped fields, constants), their names and the constants written as encoded
             // when the plan was made.
-            let encoded = plan.encoded
-            output.write(encoded: encoded.opening)
+            output.write(encoded: plan.opening)
             members.first = false
             if let index = memberIndex(object, "id") {
-                output.write(encoded: CompiledComponent.FallbackPlan.Encoded.idKey)
+                output.write(encoded: CompiledComponent.FallbackPlan.idKey)
                 output.write(valueAt: index, of: object)
             }
-            for field in encoded.map {
+            for field in plan.map {
                 guard let index = memberIndex(object, field.source) else { continue }
                 if let key = field.key {
                     output.write(encoded: key)
@@ -477,7 +471,7 @@ private struct FitPass: ~Copyable {
                     writeMember(field.target, .member(index), of: object, &members)
                 }
             }
-            if let constants = encoded.constants {
+            if let constants = plan.constants {
                 output.write(encoded: constants)
             } else {
                 for field in plan.set { writeMember(field.name, .constant(field.value), of: object, &members) }
@@ -531,7 +525,7 @@ private struct FitPass: ~Copyable {
         guard let nested = members.component.nested(key) else {
             output.writeKey(key, first: &members.first)
             if let action = members.retypedAction(key) {
-                writeAction(action.action, type: action.type)
+                output.write(action.action, type: action.type)
             } else {
                 switch source {
                 case .member(let index): output.write(valueAt: index, of: object)
@@ -794,47 +788,39 @@ private final class CompiledComponent: Sendable {
     /// and the replacement is built the long way).
     let fallbackPlan: FallbackPlan?
 
+    /// The contract fallback as a recipe for writing it from the original. Its member names
+    /// and constants are encoded once, here: the type, each mapped field's name with its
+    /// comma — unless the target reads that field as a component or an action, which the
+    /// pass fits member by member — and the constants, when none of them is one the pass
+    /// must fit. (`type` and `id` are never fields: the loader refuses them.)
     final class FallbackPlan: Sendable {
         let type: JSONValue
-        let map: [(target: String, source: String)]
+        /// Mapped fields in a fixed order, each with its encoded `,"target":` when it is
+        /// written as it is.
+        let map: [(target: String, source: String, key: [UInt8]?)]
         let set: [(name: String, value: JSONValue)]
-        /// The plan's names and constants, encoded once.
-        let encoded: Encoded
+        /// `"type":"<target>"`, the first member.
+        let opening: [UInt8]
+        /// `,"name":value` for every constant, in order; nil when one must be fitted.
+        let constants: [UInt8]?
 
-        /// What writing through a plan takes as it is: the type, each mapped field's name
-        /// with its comma — unless the target reads that field as a component or an action,
-        /// which the pass fits member by member — and the constants, when none of them is
-        /// one the pass must fit. (`type` and `id` are never fields: the loader refuses them.)
-        final class Encoded: Sendable {
-            /// `"type":"<target>"`, the first member.
-            let opening: [UInt8]
-            let map: [(target: String, source: String, key: [UInt8]?)]
-            /// `,"name":value` for every constant, in order.
-            let constants: [UInt8]?
+        static let idKey = Array(#","id":"#.utf8)
 
-            static let idKey = Array(#","id":"#.utf8)
-
-            /// `target`: the fields of the type the plan writes (none when it is not in the
-            /// contract, which the loader refuses).
-            init(type: String, map: [(target: String, source: String)], set: [(name: String, value: JSONValue)], target: [String: FieldSpec]) {
-                /// Fields the pass fits rather than writes: nested components and actions (and
-                /// `fallback`, which it drops, should a mapping name it).
-                func isFitted(_ name: String) -> Bool {
-                    guard let field = target[name] else { return name == "fallback" }
-                    return field.type == .component || field.type == .components || field.type == .action
-                }
-                func key(_ name: String) -> [UInt8] { Array(",".utf8) + JSONEncoding.encode(.string(name)) + Array(":".utf8) }
-                opening = JSONEncoding.encode(.string("type")) + Array(":".utf8) + JSONEncoding.encode(.string(type))
-                self.map = map.map { ($0.target, $0.source, isFitted($0.target) ? nil : key($0.target)) }
-                constants = set.contains { isFitted($0.name) } ? nil : set.flatMap { key($0.name) + JSONEncoding.encode($0.value) }
-            }
-        }
-
+        /// `target`: the fields of the type the plan writes (none when it is not in the
+        /// contract, which the loader refuses).
         init(type: String, map: [(target: String, source: String)], set: [(name: String, value: JSONValue)], target: [String: FieldSpec]) {
+            /// Fields the pass fits rather than writes: nested components and actions (and
+            /// `fallback`, which it drops, should a mapping name it).
+            func isFitted(_ name: String) -> Bool {
+                guard let field = target[name] else { return name == "fallback" }
+                return field.type == .component || field.type == .components || field.type == .action
+            }
+            func key(_ name: String) -> [UInt8] { Array(",".utf8) + JSONEncoding.encode(.string(name)) + Array(":".utf8) }
             self.type = .string(type)
-            self.map = map
+            self.map = map.map { ($0.target, $0.source, isFitted($0.target) ? nil : key($0.target)) }
             self.set = set
-            self.encoded = Encoded(type: type, map: map, set: set, target: target)
+            opening = JSONEncoding.encode(.string("type")) + Array(":".utf8) + JSONEncoding.encode(self.type)
+            constants = set.contains { isFitted($0.name) } ? nil : set.flatMap { key($0.name) + JSONEncoding.encode($0.value) }
         }
     }
 

@@ -62,19 +62,9 @@ package struct JSONWriter: ~Copyable {
 
     /// An object member's key and colon, with the comma before it unless it is the first.
     package mutating func writeKey(_ key: String, first: inout Bool) {
-        if readsSmallStrings, let small = SmallUTF8(key) {
-            reserve(SmallUTF8.room)
-            if !first { append(UInt8(ascii: ",")) }
-            first = false
-            if !appendQuoted(small) { appendQuoted(key) }
-            return append(UInt8(ascii: ":"))
-        }
-        guard Self.isInline(key) else { return writeKeySlowly(key, first: &first) }
-        reserve(Self.room(key))
-        if !first { append(UInt8(ascii: ",")) }
+        let isFirst = first
         first = false
-        appendQuoted(key)
-        append(UInt8(ascii: ":"))
+        withUnsafePointer(to: key) { writeKey(at: $0, isFirst: isFirst) }
     }
 
     @inline(never)
@@ -147,15 +137,6 @@ package struct JSONWriter: ~Copyable {
         bytes.withUnsafeBufferPointer { write($0) }
     }
 
-    /// The name of member `index` of `object`, as `writeKey(_:first:)` writes it, read where
-    /// it lies: a member-by-member writer (the downgrade pass) passes the object and an index
-    /// rather than a copy of the name.
-    package mutating func writeKey(at index: Int, of object: borrowing JSONObject, first: inout Bool) {
-        let isFirst = first
-        _ = object.keys.withContiguousStorageIfAvailable { keys in writeKey(at: keys.baseAddress! + index, isFirst: isFirst) }
-        first = false
-    }
-
     /// The value of member `index` of `object`, as `write(_:)` writes it, read where it lies.
     package mutating func write(valueAt index: Int, of object: borrowing JSONObject) {
         object.values.withUnsafeBufferPointer { values in writeElement(at: values.baseAddress! + index) }
@@ -185,10 +166,7 @@ package struct JSONWriter: ~Copyable {
     /// comment); only containers are passed on, and copied.
     @inline(__always)
     private mutating func writeElement(at value: UnsafePointer<JSONValue>) {
-        if readsSmallStrings, case .string = value.pointee, let small = SmallUTF8(payloadAt: value) {
-            reserve(SmallUTF8.room)
-            if appendQuoted(small) { return }
-        }
+        if readsSmallStrings, case .string = value.pointee, write(small: SmallUTF8(payloadAt: value)) { return }
         if case .string(let text) = value.pointee {
             guard Self.isInline(text) else { return writeStringSlowly(text) }
         }
@@ -234,10 +212,7 @@ package struct JSONWriter: ~Copyable {
 
     /// `text` as a JSON string literal.
     package mutating func write(_ text: String) {
-        if readsSmallStrings, let small = SmallUTF8(text) {
-            reserve(SmallUTF8.room)
-            if appendQuoted(small) { return }
-        }
+        if readsSmallStrings, write(small: SmallUTF8(text)) { return }
         guard Self.isInline(text) else { return writeStringSlowly(text) }
         reserve(Self.room(text))
         appendQuoted(text)
@@ -260,6 +235,15 @@ package struct JSONWriter: ~Copyable {
     @inline(__always)
     private static func room(_ text: borrowing String) -> Int {
         text.utf8.count &* 6 &+ 32
+    }
+
+    /// A small string as a string literal, when none of its bytes needs an escape; false,
+    /// with nothing written, for any other string (the general path then writes it).
+    @inline(__always)
+    private mutating func write(small: SmallUTF8?) -> Bool {
+        guard let small else { return false }
+        reserve(SmallUTF8.room)
+        return appendQuoted(small)
     }
 
     /// A small string as a string literal, into room already reserved (`SmallUTF8.room`),
