@@ -87,40 +87,6 @@ public struct FitReport: Sendable, Equatable {
     }
 }
 
-/// String equality that settles most unequal pairs on their length, without calling into
-/// the general comparison (the pass compares member names of every component).
-@inline(__always)
-func same(_ a: String, _ b: String) -> Bool {
-    a.utf8.count == b.utf8.count && a == b
-}
-
-/// Where the member `key` of an object is. A small object is scanned with `same` (the
-/// objects of a screen have a handful of members; the ordered dictionary's own lookup
-/// hashes the key).
-@inline(__always)
-func memberIndex(_ object: JSONObject, _ key: String) -> Int? {
-    guard object.count < 16 else { return object.index(forKey: key) }
-    // The keys' own storage: `keys.elements` would make an array of them (a retain and a release).
-    return object.keys.withContiguousStorageIfAvailable { keys in
-        for index in keys.indices where same(keys[index], key) { return index }
-        return nil
-    } ?? object.index(forKey: key)
-}
-
-/// The member `key` of an object.
-@inline(__always)
-func member(_ object: JSONObject, _ key: String) -> JSONValue? {
-    guard let index = memberIndex(object, key) else { return nil }
-    return object.values[index]
-}
-
-/// The member `key` of an object, if it is a string.
-@inline(__always)
-func stringMember(_ object: JSONObject, _ key: String) -> String? {
-    guard let index = memberIndex(object, key), case .string(let text) = object.values[index] else { return nil }
-    return text
-}
-
 /// The downgrade pass: fits a screen (or a whole command reply) to what one client can render.
 ///
 /// For contract version N and capabilities C, each component the client cannot render is
@@ -172,7 +138,7 @@ public struct ScreenFitter: Sendable {
     /// The wire bytes of a `componentScreen` fitted to `client`, and what fitting did.
     public func encodeScreen(_ screen: JSONValue, for client: Client) -> (bytes: [UInt8], report: FitReport) {
         var pass = FitPass(fitter: self, client: client)
-        pass.writeScreen(screen)
+        withUnsafePointer(to: screen) { pass.writeScreen(at: $0) }
         return (pass.output.bytes(), pass.report)
     }
 
@@ -180,7 +146,7 @@ public struct ScreenFitter: Sendable {
     /// actions (`submit`, `cancel`, `retry`).
     public func encodeReply(_ reply: JSONValue, for client: Client) -> (bytes: [UInt8], report: FitReport) {
         var pass = FitPass(fitter: self, client: client)
-        pass.writeReply(reply)
+        withUnsafePointer(to: reply) { pass.writeReply(at: $0) }
         return (pass.output.bytes(), pass.report)
     }
 
@@ -224,7 +190,7 @@ private enum ActionOutcome {
     /// The client performs it as it is.
     case kept
     /// The client performs its fallback instead: the same members under another type.
-    case retyped(JSONObject, type: String)
+    case retyped(JSONObjectView, type: String)
     /// The client cannot perform it (nor a fallback), or it was never signable for this
     /// client (`unavailable`).
     case unsupported
@@ -234,10 +200,10 @@ private enum ActionOutcome {
 
 /// One walk of the downgrade pass: reads the tree, decides, and writes the fitted bytes.
 ///
-/// The tree is read in place wherever it can be: a component is looked at through borrowed
-/// objects and written by the encoder straight from the tree; only what a fallback builds is
-/// copied. (Copying a member out of the tree costs a retain and a release per reference it
-/// holds, which is most of what the pass used to spend.)
+/// The tree is read where it lies: arrays and objects through views of their storage
+/// (`JSONObjectView`), which the encoder writes from directly; only what a fallback builds
+/// is copied. (Copying a container out of the tree costs a retain and a release of each
+/// storage it holds, which was most of what the pass used to spend.)
 private struct FitPass: ~Copyable {
     let fitter: ScreenFitter
     let client: ScreenFitter.Client
@@ -245,6 +211,10 @@ private struct FitPass: ~Copyable {
     let capabilities: UInt64
     var output = JSONWriter()
     var report = FitReport()
+    /// Reads the tree's containers in place.
+    let reader = TreeReader()
+    /// Whether short names are compared as words (`SmallUTF8.layoutHolds`).
+    let comparesWords = SmallUTF8.layoutHolds
 
     init(fitter: ScreenFitter, client: ScreenFitter.Client) {
         self.fitter = fitter
@@ -254,54 +224,57 @@ private struct FitPass: ~Copyable {
 
     // MARK: Replies and screens
 
-    mutating func writeReply(_ reply: JSONValue) {
-        guard case .object(let object) = reply else { return output.write(reply) }
+    mutating func writeReply(at reply: UnsafePointer<JSONValue>) {
+        guard let object = reader.object(at: reply) else { return output.write(at: reply) }
         output.write(byte: UInt8(ascii: "{"))
         var first = true
-        object.forEachMember { key, member in
-            switch key {
+        for index in 0..<object.count {
+            let key = object.names + index
+            let member = object.values + index
+            switch key.pointee {
             case "screen":
-                output.writeKey(key, first: &first)
-                writeScreen(member)
+                output.writeKey(at: key, first: &first)
+                writeScreen(at: member)
             case "submit", "cancel", "retry":
-                switch fitAction(member) {
+                switch fitAction(at: member) {
                 case .kept:
-                    output.writeKey(key, first: &first)
-                    output.write(member)
+                    output.writeKey(at: key, first: &first)
+                    output.write(at: member)
                 case .retyped(let action, let type):
-                    output.writeKey(key, first: &first)
+                    output.writeKey(at: key, first: &first)
                     output.write(action, type: type)
                 case .unsupported, .blocked:
-                    return
+                    continue
                 }
             default:
-                output.writeKey(key, first: &first)
-                output.write(member)
+                output.writeKey(at: key, first: &first)
+                output.write(at: member)
             }
         }
         output.write(byte: UInt8(ascii: "}"))
     }
 
-    mutating func writeScreen(_ screen: JSONValue) {
-        guard case .object(let object) = screen else { return output.write(screen) }
+    mutating func writeScreen(at screen: UnsafePointer<JSONValue>) {
+        guard let object = reader.object(at: screen) else { return output.write(at: screen) }
         output.write(byte: UInt8(ascii: "{"))
         var first = true
-        object.forEachMember { key, member in
+        for index in 0..<object.count {
+            let key = object.names + index
+            let member = object.values + index
             let mark = output.position
             let wasFirst = first
-            output.writeKey(key, first: &first)
-            switch (key, member) {
-            case ("header", _):
-                if !writeComponent(member) {
+            output.writeKey(at: key, first: &first)
+            if sameName(key, "header", comparesWords: comparesWords) {
+                if !writeComponent(at: member) {
                     output.truncate(to: mark)
                     first = wasFirst
                 }
-            case ("sections", .array(let sections)):
+            } else if sameName(key, "sections", comparesWords: comparesWords), let sections = reader.elements(at: member) {
                 writeSections(sections)
-            case ("secondaryButtons", .array(let buttons)):
+            } else if sameName(key, "secondaryButtons", comparesWords: comparesWords), let buttons = reader.elements(at: member) {
                 writeButtons(buttons)
-            default:
-                output.write(member)
+            } else {
+                output.write(at: member)
             }
         }
         output.write(byte: UInt8(ascii: "}"))
@@ -309,22 +282,22 @@ private struct FitPass: ~Copyable {
 
     /// Sections; one left without components is dropped. Anything that is not an object
     /// goes without a count (it was never content).
-    mutating func writeSections(_ sections: [JSONValue]) {
+    mutating func writeSections(_ sections: UnsafeBufferPointer<JSONValue>) {
         output.write(byte: UInt8(ascii: "["))
         var firstSection = true
-        for section in sections {
-            guard case .object(let object) = section else { continue }
+        for section in sections.indices {
+            guard let object = reader.object(at: sections.baseAddress.unsafelyUnwrapped + section) else { continue }
             let mark = output.position
             if !firstSection { output.write(byte: UInt8(ascii: ",")) }
             output.write(byte: UInt8(ascii: "{"))
             var first = true
             var written = 0
-            object.forEachMember { key, member in
-                output.writeKey(key, first: &first)
-                if same(key, "components"), case .array(let components) = member {
+            for index in 0..<object.count {
+                output.writeKey(at: object.names + index, first: &first)
+                if sameName(object.names + index, "components", comparesWords: comparesWords), let components = reader.elements(at: object.values + index) {
                     written = writeList(components)
                 } else {
-                    output.write(member)
+                    output.write(at: object.values + index)
                 }
             }
             output.write(byte: UInt8(ascii: "}"))
@@ -339,14 +312,14 @@ private struct FitPass: ~Copyable {
     }
 
     /// The screen's menu: an item whose action the client cannot perform is dropped.
-    mutating func writeButtons(_ buttons: [JSONValue]) {
+    mutating func writeButtons(_ buttons: UnsafeBufferPointer<JSONValue>) {
         output.write(byte: UInt8(ascii: "["))
         var firstButton = true
-        for button in buttons {
-            guard case .object(let object) = button else { continue }
-            var fitted: (action: JSONObject, type: String)?
-            if let action = member(object, "action") {
-                switch fitAction(action) {
+        for button in buttons.indices {
+            guard let object = reader.object(at: buttons.baseAddress.unsafelyUnwrapped + button) else { continue }
+            var fitted: (action: JSONObjectView, type: String)?
+            if let action = object.value("action") {
+                switch fitAction(at: action) {
                 case .kept: break
                 case .retyped(let action, let type): fitted = (action, type)
                 case .unsupported, .blocked:
@@ -358,9 +331,13 @@ private struct FitPass: ~Copyable {
             firstButton = false
             output.write(byte: UInt8(ascii: "{"))
             var first = true
-            object.forEachMember { key, member in
-                output.writeKey(key, first: &first)
-                if let fitted, same(key, "action") { output.write(fitted.action, type: fitted.type) } else { output.write(member) }
+            for index in 0..<object.count {
+                output.writeKey(at: object.names + index, first: &first)
+                if let fitted, sameName(object.names + index, "action", comparesWords: comparesWords) {
+                    output.write(fitted.action, type: fitted.type)
+                } else {
+                    output.write(at: object.values + index)
+                }
             }
             output.write(byte: UInt8(ascii: "}"))
         }
@@ -370,21 +347,13 @@ private struct FitPass: ~Copyable {
     // MARK: Components
 
     /// Writes the components the client can render; returns how many.
-    mutating func writeList(_ components: [JSONValue]) -> Int {
+    mutating func writeList(_ components: UnsafeBufferPointer<JSONValue>) -> Int {
         output.write(byte: UInt8(ascii: "["))
         var written = 0
         for index in components.indices {
             let mark = output.position
             if written > 0 { output.write(byte: UInt8(ascii: ",")) }
-            // By index, so the component is copied out of the list once, not twice.
-            let isWritten: Bool
-            if case .object(let object) = components[index] {
-                isWritten = writeComponent(object: object)
-            } else {
-                report.omit("unknown", .unknownType)
-                isWritten = false
-            }
-            if isWritten {
+            if writeComponent(at: components.baseAddress.unsafelyUnwrapped + index) {
                 written += 1
             } else {
                 output.truncate(to: mark)
@@ -394,43 +363,34 @@ private struct FitPass: ~Copyable {
         return written
     }
 
-    /// Writes one component as the client can render it; false when it is dropped (counted
-    /// here; the caller takes back whatever was written).
-    mutating func writeComponent(_ value: JSONValue) -> Bool {
-        guard case .object(let object) = value else {
+    /// Writes the component at `value` as the client can render it; false when it is
+    /// dropped (counted here; the caller takes back whatever was written).
+    mutating func writeComponent(at value: UnsafePointer<JSONValue>) -> Bool {
+        guard let object = reader.object(at: value) else {
             report.omit("unknown", .unknownType)
             return false
         }
-        return writeComponent(object: object)
-    }
-
-    /// `writeComponent(_:)` for a component that is an object.
-    mutating func writeComponent(object: JSONObject) -> Bool {
         switch resolve(object) {
         case .asIs(let component): return writeComponent(object, plan: nil, as: component)
         case .planned(let plan, let component): return writeComponent(object, plan: plan, as: component)
-        case .replaced(let replacement, let plan, let component): return writeComponent(replacement, plan: plan, as: component)
+        case .replaced(let replacement, let plan, let component):
+            return replacement.withView { writeComponent($0, plan: plan, as: component) }
         case .omitted: return false
         }
     }
 
     /// Writes `object` — through `plan` when it is being replaced by its contract fallback —
     /// as a `component`; false when it is dropped.
-    mutating func writeComponent(_ object: JSONObject, plan: CompiledComponent.FallbackPlan?, as component: CompiledComponent) -> Bool {
+    mutating func writeComponent(_ object: JSONObjectView, plan: CompiledComponent.FallbackPlan?, as component: CompiledComponent) -> Bool {
         // Actions first: a component whose action the client cannot perform goes, with
         // everything inside it.
         // Actions performed as their fallback (components have one action field, rarely more).
-        var retyped: (field: String, action: JSONObject, type: String)?
-        var moreRetyped: [(field: String, action: JSONObject, type: String)] = []
+        var retyped: (field: String, action: JSONObjectView, type: String)?
+        var moreRetyped: [(field: String, action: JSONObjectView, type: String)] = []
         for name in component.actionFields {
             guard let member = ComponentSource.member(name, of: object, plan: plan) else { continue }
-            let outcome: ActionOutcome
-            switch member {
-            case .member(let index): outcome = fitAction(object, at: index)
-            case .constant(let value): outcome = fitAction(value)
-            }
             let reason: OmissionReason
-            switch outcome {
+            switch fitAction(at: member) {
             case .kept: continue
             case .retyped(let action, let type):
                 if retyped == nil { retyped = (name, action, type) } else { moreRetyped.append((name, action, type)) }
@@ -439,12 +399,10 @@ private struct FitPass: ~Copyable {
             case .blocked: reason = .urlBlocked
             }
             report.omit(component.name, reason)
-            if !component.nestedFields.isEmpty {
-                omitDescendants(of: ComponentSource.materialized(object, plan: plan), component: component)
-            }
+            omitDescendants(of: object, plan: plan, component: component)
             return false
         }
-        if retyped == nil, component.nestedFields.isEmpty, plan == nil, memberIndex(object, "fallback") == nil {
+        if retyped == nil, component.nestedFields.isEmpty, plan == nil, object.index(of: "fallback") == nil {
             // A leaf the client renders as it is (the usual case): plain encoding.
             output.write(object)
             report.rendered += 1
@@ -458,26 +416,26 @@ private struct FitPass: ~Copyable {
             // when the plan was made.
             output.write(encoded: plan.opening)
             members.first = false
-            if let index = memberIndex(object, "id") {
+            if let id = object.value("id") {
                 output.write(encoded: CompiledComponent.FallbackPlan.idKey)
-                output.write(valueAt: index, of: object)
+                output.write(at: id)
             }
             for field in plan.map {
-                guard let index = memberIndex(object, field.source) else { continue }
+                guard let value = object.value(field.source) else { continue }
                 if let key = field.key {
                     output.write(encoded: key)
-                    output.write(valueAt: index, of: object)
+                    output.write(at: value)
                 } else {
-                    writeMember(field.target, .member(index), of: object, &members)
+                    writeMember(field.target, value, &members)
                 }
             }
             if let constants = plan.constants {
                 output.write(encoded: constants)
             } else {
-                for field in plan.set { writeMember(field.name, .constant(field.value), of: object, &members) }
+                for index in plan.set.indices { writeMember(plan.set[index].name, plan.constant(index), &members) }
             }
         } else {
-            for index in 0..<object.count { writeMember(object.keys[index], .member(index), of: object, &members) }
+            for index in 0..<object.count { writeMember(object.names[index], object.values + index, &members) }
         }
         output.write(byte: UInt8(ascii: "}"))
         if component.childrenField != nil, !members.hasChildren || members.children == 0 {
@@ -488,27 +446,19 @@ private struct FitPass: ~Copyable {
         return true
     }
 
-    /// Where a member written member by member comes from.
-    enum MemberSource {
-        /// The member at this index of the object being written, read in place.
-        case member(Int)
-        /// A constant of the contract fallback.
-        case constant(JSONValue)
-    }
-
     /// A component being written member by member.
     struct MemberWriting {
         let component: CompiledComponent
         /// Actions performed as their fallback, by field.
-        let retyped: (field: String, action: JSONObject, type: String)?
-        let moreRetyped: [(field: String, action: JSONObject, type: String)]
+        let retyped: (field: String, action: JSONObjectView, type: String)?
+        let moreRetyped: [(field: String, action: JSONObjectView, type: String)]
         var first = true
         /// Whether the children field was written, and how many children it kept.
         var hasChildren = false
         var children = 0
 
         /// The fallback of the action in `field`, if it is performed as one.
-        func retypedAction(_ field: String) -> (action: JSONObject, type: String)? {
+        func retypedAction(_ field: String) -> (action: JSONObjectView, type: String)? {
             guard let first = retyped?.field else { return nil }
             if same(first, field) { return retyped.map { ($0.action, $0.type) } }
             for index in moreRetyped.indices where same(moreRetyped[index].field, field) {
@@ -520,31 +470,23 @@ private struct FitPass: ~Copyable {
 
     /// One member of a component written member by member: nested components are fitted,
     /// actions performed as their fallback are retyped, the rest is written as it is.
-    mutating func writeMember(_ key: String, _ source: MemberSource, of object: JSONObject, _ members: inout MemberWriting) {
+    mutating func writeMember(_ key: String, _ value: UnsafePointer<JSONValue>, _ members: inout MemberWriting) {
         if same(key, "fallback") { return }
         guard let nested = members.component.nested(key) else {
             output.writeKey(key, first: &members.first)
             if let action = members.retypedAction(key) {
                 output.write(action.action, type: action.type)
             } else {
-                switch source {
-                case .member(let index): output.write(valueAt: index, of: object)
-                case .constant(let value): output.write(value)
-                }
+                output.write(at: value)
             }
             return
-        }
-        let member: JSONValue
-        switch source {
-        case .member(let index): member = object.values[index]
-        case .constant(let value): member = value
         }
         let mark = output.position
         let wasFirst = members.first
         output.writeKey(key, first: &members.first)
         if nested.isList {
             let written: Int
-            if case .array(let components) = member {
+            if let components = reader.elements(at: value) {
                 written = writeList(components)
             } else {
                 output.write(raw: "[]")
@@ -554,7 +496,7 @@ private struct FitPass: ~Copyable {
                 members.hasChildren = true
                 members.children = written
             }
-        } else if !writeComponent(member) {
+        } else if !writeComponent(at: value) {
             output.truncate(to: mark)
             members.first = wasFirst
         }
@@ -575,10 +517,14 @@ private struct FitPass: ~Copyable {
 
     /// Follows the fallbacks of a component until it is renderable or dropped; counts each
     /// replacement and the omission, with the components it takes down.
-    mutating func resolve(_ object: JSONObject) -> Resolution {
+    mutating func resolve(_ object: JSONObjectView) -> Resolution {
         // The usual cases, decided on the object in place: renderable as it is, or through
         // its contract fallback in one planned hop (and no inline fallback to try first).
-        if let type = stringMember(object, "type"), let component = fitter.components[type] {
+        guard let type = object.string("type") else {
+            report.omit("unknown", .unknownType)
+            return .omitted
+        }
+        if let component = fitter.components[type] {
             if renders(since: component.since, capabilities: component.capabilities) { return .asIs(component) }
             if case .component(let next, _, _) = component.fallback, let plan = component.fallbackPlan,
                 let target = fitter.components[next], renders(since: target.since, capabilities: target.capabilities),
@@ -590,131 +536,113 @@ private struct FitPass: ~Copyable {
                 return .planned(plan, target)
             }
         }
-        return resolveSlowly(object)
+        return resolveSlowly(object, built: nil, type: type, hops: 0)
     }
 
     /// Whether `object` carries an inline fallback (an object; anything else is ignored).
     @inline(__always)
-    func hasInlineFallback(_ object: JSONObject) -> Bool {
-        guard let index = memberIndex(object, "fallback"), case .object = object.values[index] else { return false }
+    func hasInlineFallback(_ object: JSONObjectView) -> Bool {
+        guard let fallback = object.value("fallback"), case .object = fallback.pointee else { return false }
         return true
     }
 
-    /// `resolve` the long way: inline fallbacks, chains of fallbacks, replacements built as
-    /// objects, omissions.
-    mutating func resolveSlowly(_ original: JSONObject) -> Resolution {
-        var object = original
-        guard let type = stringMember(object, "type") else {
+    /// `resolve` the long way, one hop at a time: inline fallbacks, chains of fallbacks,
+    /// replacements built as objects, omissions. `object` is the tree's component, or —
+    /// after a hop — `built`, the replacement a hop made.
+    mutating func resolveSlowly(_ object: JSONObjectView, built: JSONObject?, type: String, hops: Int) -> Resolution {
+        guard let component = fitter.components[type] else {
             report.omit("unknown", .unknownType)
+            omitDescendants(of: object, component: nil)
             return .omitted
         }
-        var hops = 0
-        var currentType = type
-        // Replace until renderable (a chain is bounded by the number of types).
-        while true {
-            guard let component = fitter.components[currentType] else {
-                report.omit("unknown", .unknownType)
-                omitDescendants(of: object, component: nil)
-                return .omitted
+        if renders(since: component.since, capabilities: component.capabilities) {
+            return built.map { .replaced($0, nil, component) } ?? .asIs(component)
+        }
+        let reason: OmissionReason = component.since > client.contract ? .version : .capability
+        // A chain is bounded by the number of types.
+        if hops >= 16 {
+            report.omit(type, reason)
+            return .omitted
+        }
+        if let fallback = object.value("fallback"), case .object(var inline) = fallback.pointee {
+            // The author's own fallback for this instance; it inherits the id.
+            let next = inline["type"]?.stringValue ?? "unknown"
+            report.hit(type, next)
+            omitDescendants(of: object, component: component)
+            if inline["id"] == nil, let id = object.value("id") { inline["id"] = id.pointee }
+            let replacement = inline
+            return replacement.withView { resolveSlowly($0, built: replacement, type: next, hops: hops + 1) }
+        }
+        switch component.fallback {
+        case .omit:
+            report.omit(type, reason)
+            omitDescendants(of: object, component: component)
+            return .omitted
+        case .component(let next, _, let set):
+            report.hit(type, next)
+            // Children the fallback does not carry over are gone: count them.
+            if !component.fallbackKeepsChildren { omitDescendants(of: object, component: component) }
+            if let plan = component.fallbackPlan, let target = fitter.components[next],
+                renders(since: target.since, capabilities: target.capabilities)
+            {
+                // One hop to something renderable: written straight from the object
+                // through the mapping, never built.
+                return built.map { .replaced($0, plan, target) } ?? .planned(plan, target)
             }
-            if renders(since: component.since, capabilities: component.capabilities) {
-                return .replaced(object, nil, component)
-            }
-            let reason: OmissionReason = component.since > client.contract ? .version : .capability
-            hops += 1
-            if hops > 16 {
-                report.omit(currentType, reason)
-                return .omitted
-            }
-            if case .object(var inline)? = member(object, "fallback") {
-                // The author's own fallback for this instance; it inherits the id.
-                let next = inline["type"]?.stringValue ?? "unknown"
-                report.hit(currentType, next)
-                omitDescendants(of: object, component: component)
-                if inline["id"] == nil, let id = object["id"] { inline["id"] = id }
-                object = inline
-                currentType = next
-                continue
-            }
-            switch component.fallback {
-            case .omit:
-                report.omit(currentType, reason)
-                omitDescendants(of: object, component: component)
-                return .omitted
-            case .component(let next, _, let set):
-                report.hit(currentType, next)
-                // Children the fallback does not carry over are gone: count them.
-                if !component.fallbackKeepsChildren {
-                    omitDescendants(of: object, component: component)
-                }
-                if let plan = component.fallbackPlan, let target = fitter.components[next],
-                    renders(since: target.since, capabilities: target.capabilities)
-                {
-                    // One hop to something renderable: written straight from the object
-                    // through the mapping, never built.
-                    return .replaced(object, plan, target)
-                }
-                var replacement = JSONObject(minimumCapacity: component.fallbackMap.count + set.count + 2)
-                replacement["type"] = .string(next)
-                if let id = member(object, "id") { replacement["id"] = id }
-                for (target, source) in component.fallbackMap { if let value = member(object, source) { replacement[target] = value } }
-                for (target, constant) in set { replacement[target] = constant }
-                object = replacement
-                currentType = next
-            }
+            var replacement = JSONObject(minimumCapacity: component.fallbackMap.count + set.count + 2)
+            replacement["type"] = .string(next)
+            if let id = object.value("id") { replacement["id"] = id.pointee }
+            for (target, source) in component.fallbackMap { if let value = object.value(source) { replacement[target] = value.pointee } }
+            for (target, constant) in set { replacement[target] = constant }
+            let made = replacement
+            return made.withView { resolveSlowly($0, built: made, type: next, hops: hops + 1) }
         }
     }
 
-    /// Counts every component inside one that is being dropped or replaced without them.
-    mutating func omitDescendants(of object: JSONObject, component: CompiledComponent?) {
+    /// Counts every component inside one that is being dropped or replaced without them:
+    /// `object` read as `component` (through `plan` when it is being replaced by its
+    /// contract fallback), or as an unknown type.
+    mutating func omitDescendants(of object: JSONObjectView, plan: CompiledComponent.FallbackPlan? = nil, component: CompiledComponent?) {
         if let component {
-            for field in component.nestedFields { omitMember(field.name, of: object) }
+            for field in component.nestedFields {
+                if let value = ComponentSource.member(field.name, of: object, plan: plan) { omitComponents(at: value) }
+            }
         } else {
-            for field in Self.childFieldsOfUnknown { omitMember(field, of: object) }
+            for field in Self.childFieldsOfUnknown {
+                if let value = object.value(field) { omitComponents(at: value) }
+            }
         }
     }
 
     /// Where an unknown type may keep components.
     private static let childFieldsOfUnknown = ["components", "items"]
 
-    private mutating func omitMember(_ field: String, of object: JSONObject) {
-        switch member(object, field) {
-        case .array(let children)?:
-            for child in children { countSubtree(child) }
-        case .object(let child)?:
-            countSubtree(.object(child))
-        default:
-            break
+    /// Counts the component, or the list of them, at `value`.
+    private mutating func omitComponents(at value: UnsafePointer<JSONValue>) {
+        if let children = reader.elements(at: value) {
+            for index in children.indices { countSubtree(at: children.baseAddress.unsafelyUnwrapped + index) }
+        } else {
+            countSubtree(at: value)
         }
     }
 
-    private mutating func countSubtree(_ value: JSONValue) {
-        guard case .object(let object) = value else { return }
-        let type = object["type"]?.stringValue ?? "unknown"
+    private mutating func countSubtree(at value: UnsafePointer<JSONValue>) {
+        guard let object = reader.object(at: value) else { return }
+        let type = object.string("type") ?? "unknown"
         let component = fitter.components[type]
         report.omit(component == nil ? "unknown" : type, .parentOmitted)
         omitDescendants(of: object, component: component)
     }
 
-    mutating func fitAction(_ value: JSONValue) -> ActionOutcome {
-        guard case .object(let object) = value else { return .unsupported }
-        return fitAction(object: object)
-    }
-
-    /// `fitAction(_:)` for the member at `index` of `object`, read from there.
-    mutating func fitAction(_ object: JSONObject, at index: Int) -> ActionOutcome {
-        guard case .object(let action) = object.values[index] else { return .unsupported }
-        return fitAction(object: action)
-    }
-
-    mutating func fitAction(object: JSONObject) -> ActionOutcome {
-        guard var type = stringMember(object, "type") else { return .unsupported }
+    /// What the client does with the action at `value`.
+    mutating func fitAction(at value: UnsafePointer<JSONValue>) -> ActionOutcome {
+        guard let object = reader.object(at: value), var type = object.string("type") else { return .unsupported }
         var hops = 0
         while true {
             guard let action = fitter.actions[type] else { return .unsupported }
             if renders(since: action.since, capabilities: action.capabilities) {
                 if action.opensURL, let isAllowedURL = fitter.isAllowedURL {
-                    let url = object["url"]?.stringValue ?? ""
+                    let url = object.string("url") ?? ""
                     guard isAllowedURL(url) else {
                         report.blockedURLs.append(url)
                         return .blocked
@@ -793,8 +721,8 @@ private final class CompiledComponent: Sendable {
     /// comma — unless the target reads that field as a component or an action, which the
     /// pass fits member by member — and the constants, when none of them is one the pass
     /// must fit. (`type` and `id` are never fields: the loader refuses them.)
-    final class FallbackPlan: Sendable {
-        let type: JSONValue
+    /// Unchecked: its values are set once, in `init`, and only read after.
+    final class FallbackPlan: @unchecked Sendable {
         /// Mapped fields in a fixed order, each with its encoded `,"target":` when it is
         /// written as it is.
         let map: [(target: String, source: String, key: [UInt8]?)]
@@ -803,6 +731,9 @@ private final class CompiledComponent: Sendable {
         let opening: [UInt8]
         /// `,"name":value` for every constant, in order; nil when one must be fitted.
         let constants: [UInt8]?
+        /// The type and the constants as values, where the pass reads them in place like
+        /// the tree's (`ComponentSource.member`): the type, then each constant in order.
+        private let values: UnsafeMutableBufferPointer<JSONValue>
 
         static let idKey = Array(#","id":"#.utf8)
 
@@ -816,12 +747,24 @@ private final class CompiledComponent: Sendable {
                 return field.type == .component || field.type == .components || field.type == .action
             }
             func key(_ name: String) -> [UInt8] { Array(",".utf8) + JSONEncoding.encode(.string(name)) + Array(":".utf8) }
-            self.type = .string(type)
             self.map = map.map { ($0.target, $0.source, isFitted($0.target) ? nil : key($0.target)) }
             self.set = set
-            opening = JSONEncoding.encode(.string("type")) + Array(":".utf8) + JSONEncoding.encode(self.type)
+            opening = JSONEncoding.encode(.string("type")) + Array(":".utf8) + JSONEncoding.encode(.string(type))
             constants = set.contains { isFitted($0.name) } ? nil : set.flatMap { key($0.name) + JSONEncoding.encode($0.value) }
+            values = .allocate(capacity: set.count + 1)
+            _ = values.initialize(from: [.string(type)] + set.map(\.value))
         }
+
+        deinit {
+            values.deinitialize()
+            values.deallocate()
+        }
+
+        /// The type the plan writes, as a value.
+        var typeValue: UnsafePointer<JSONValue> { UnsafePointer(values.baseAddress.unsafelyUnwrapped) }
+
+        /// The value of constant `index` of `set`.
+        func constant(_ index: Int) -> UnsafePointer<JSONValue> { UnsafePointer(values.baseAddress.unsafelyUnwrapped + 1 + index) }
     }
 
     init(_ spec: ComponentSpec, bits: CapabilityBits, registry: ContractRegistry) {
@@ -914,37 +857,16 @@ private struct NameTable<Value: Sendable>: Sendable {
 }
 
 /// What a component is written from: an object of the tree, or — for the contract fallback
-/// of one — the object read through the fallback's plan, in the member order building the
-/// replacement would give (type, id, mapped fields, constants).
+/// of one — the object read through the fallback's plan, as building the replacement would
+/// give it (type, id, mapped fields, constants).
 private enum ComponentSource {
-    /// Where the source's member `name` is: a member of the object, or a constant of the plan.
-    static func member(_ name: String, of object: JSONObject, plan: CompiledComponent.FallbackPlan?) -> FitPass.MemberSource? {
-        guard let plan else { return memberIndex(object, name).map { .member($0) } }
-        if same(name, "type") { return .constant(plan.type) }
-        if same(name, "id") { return memberIndex(object, "id").map { .member($0) } }
-        for field in plan.map where same(field.target, name) { return memberIndex(object, field.source).map { .member($0) } }
-        for field in plan.set where same(field.name, name) { return .constant(field.value) }
+    /// Where the source's member `name` is: in the object, or a constant of the plan.
+    static func member(_ name: String, of object: JSONObjectView, plan: CompiledComponent.FallbackPlan?) -> UnsafePointer<JSONValue>? {
+        guard let plan else { return object.value(name) }
+        if same(name, "type") { return plan.typeValue }
+        if same(name, "id") { return object.value("id") }
+        for field in plan.map where same(field.target, name) { return object.value(field.source) }
+        for index in plan.set.indices where same(plan.set[index].name, name) { return plan.constant(index) }
         return nil
-    }
-
-    /// The source's members in order (for a plan, the order `FitPass.writeComponent` writes
-    /// a planned component in).
-    static func forEachMember(of object: JSONObject, plan: CompiledComponent.FallbackPlan?, _ body: (String, JSONValue) -> Void) {
-        guard let plan else { return object.forEachMember(body) }
-        body("type", plan.type)
-        if let id = BatonContract.member(object, "id") { body("id", id) }
-        for field in plan.map {
-            if let value = BatonContract.member(object, field.source) { body(field.target, value) }
-        }
-        for field in plan.set { body(field.name, field.value) }
-    }
-
-    /// The source as an object (built, for a replacement; only on the rare paths that count
-    /// what a dropped component held).
-    static func materialized(_ object: JSONObject, plan: CompiledComponent.FallbackPlan?) -> JSONObject {
-        guard plan != nil else { return object }
-        var built = JSONObject()
-        forEachMember(of: object, plan: plan) { name, value in built[name] = value }
-        return built
     }
 }

@@ -38,6 +38,8 @@ package struct JSONWriter: ~Copyable {
     private var capacity: Int
     /// Whether short strings are read from the `String` value itself (`SmallUTF8`).
     private let readsSmallStrings = SmallUTF8.layoutHolds
+    /// Reads the tree's containers in place.
+    private let reader = TreeReader()
 
     package init(capacity: Int = 1 << 16) {
         self.capacity = max(capacity, 64)
@@ -67,6 +69,13 @@ package struct JSONWriter: ~Copyable {
         withUnsafePointer(to: key) { writeKey(at: $0, isFirst: isFirst) }
     }
 
+    /// `writeKey(_:first:)` for a member name where it lies.
+    package mutating func writeKey(at key: UnsafePointer<String>, first: inout Bool) {
+        let isFirst = first
+        first = false
+        writeKey(at: key, isFirst: isFirst)
+    }
+
     @inline(never)
     private mutating func writeKeySlowly(_ key: String, first: inout Bool) {
         if !first { write(byte: UInt8(ascii: ",")) }
@@ -78,27 +87,30 @@ package struct JSONWriter: ~Copyable {
     // MARK: Values
 
     package mutating func write(_ value: borrowing JSONValue) {
-        switch value {
-        case .null: write(raw: "null")
-        case .bool(let flag): write(raw: flag ? "true" : "false")
-        case .int(let number): write(number)
-        case .double(let number): write(number)
-        case .string(let text): write(text)
-        case .array(let elements): write(elements: elements)
-        case .object(let object): write(members: object)
-        }
+        withUnsafePointer(to: value) { writeElement(at: $0) }
     }
 
-    /// `object`, as `write(.object(object))` would write it.
-    package mutating func write(_ object: borrowing JSONObject) {
+    /// The value at `value`, read where it lies (see the type's comment).
+    package mutating func write(at value: UnsafePointer<JSONValue>) {
+        writeElement(at: value)
+    }
+
+    /// The object `object` views, read where it lies.
+    package mutating func write(_ object: JSONObjectView) {
         write(members: object)
     }
 
-    private mutating func write(elements: borrowing [JSONValue]) {
+    /// The object `object` views, with the value of its `type` member written as `type`
+    /// instead (an action performed as its fallback), every other member as `write(_:)`
+    /// writes it.
+    package mutating func write(_ object: JSONObjectView, type: String) {
+        write(members: object, type: type)
+    }
+
+    private mutating func write(elements: UnsafeBufferPointer<JSONValue>) {
         write(byte: UInt8(ascii: "["))
-        elements.withUnsafeBufferPointer { elements in
-            guard let first = elements.baseAddress else { return }
-            for index in elements.indices {
+        if let first = elements.baseAddress {
+            for index in 0..<elements.count {
                 if index > 0 { write(byte: UInt8(ascii: ",")) }
                 writeElement(at: first + index)
             }
@@ -107,39 +119,23 @@ package struct JSONWriter: ~Copyable {
     }
 
     /// `object`'s members; with `type`, the value of its `type` member written as that.
-    private mutating func write(members object: borrowing JSONObject, type: String? = nil) {
+    private mutating func write(members object: JSONObjectView, type: String? = nil) {
         write(byte: UInt8(ascii: "{"))
-        _ = object.keys.withContiguousStorageIfAvailable { keys in
-            object.values.withUnsafeBufferPointer { values in
-                guard let firstKey = keys.baseAddress, let firstValue = values.baseAddress else { return }
-                for index in keys.indices {
-                    writeKey(at: firstKey + index, isFirst: index == 0)
-                    if let type, keys[index].utf8.count == 4, keys[index] == "type" {
-                        write(type)
-                    } else {
-                        writeElement(at: firstValue + index)
-                    }
-                }
+        for index in 0..<object.count {
+            writeKey(at: object.names + index, isFirst: index == 0)
+            if let type, sameName(object.names + index, "type", comparesWords: readsSmallStrings) {
+                write(type)
+            } else {
+                writeElement(at: object.values + index)
             }
         }
         write(byte: UInt8(ascii: "}"))
-    }
-
-    /// `object` with the value of its `type` member written as `type` instead (an action
-    /// performed as its fallback), every other member as `write(_:)` writes it, read in place.
-    package mutating func write(_ object: borrowing JSONObject, type: String) {
-        write(members: object, type: type)
     }
 
     /// Bytes encoded beforehand (a member name with its separators, a constant), as they are.
     @inline(__always)
     package mutating func write(encoded bytes: [UInt8]) {
         bytes.withUnsafeBufferPointer { write($0) }
-    }
-
-    /// The value of member `index` of `object`, as `write(_:)` writes it, read where it lies.
-    package mutating func write(valueAt index: Int, of object: borrowing JSONObject) {
-        object.values.withUnsafeBufferPointer { values in writeElement(at: values.baseAddress! + index) }
     }
 
     /// A member name of an object being written, read where it lies (see the type's comment).
@@ -161,12 +157,14 @@ package struct JSONWriter: ~Copyable {
         append(UInt8(ascii: ":"))
     }
 
-    /// An element of an array or object being written. Each `pointee` below is a read of its
-    /// own, so a string is read where it lies, after its room is reserved (see the type's
-    /// comment); only containers are passed on, and copied.
+    /// A value of the tree being written, read where it lies. Each `pointee` below is a read
+    /// of its own, so a string is read in place after its room is reserved (see the type's
+    /// comment), and containers are walked through views (`JSONObjectView`), not copied.
     @inline(__always)
     private mutating func writeElement(at value: UnsafePointer<JSONValue>) {
         if readsSmallStrings, case .string = value.pointee, write(small: SmallUTF8(payloadAt: value)) { return }
+        if let object = reader.object(at: value) { return write(members: object) }
+        if let elements = reader.elements(at: value) { return write(elements: elements) }
         if case .string(let text) = value.pointee {
             guard Self.isInline(text) else { return writeStringSlowly(text) }
         }
@@ -177,8 +175,7 @@ package struct JSONWriter: ~Copyable {
         case .int(let number): write(number)
         case .double(let number): write(number)
         case .string(let text): appendQuoted(text)
-        case .array(let elements): write(elements: elements)
-        case .object(let object): write(members: object)
+        case .array, .object: break  // written above
         }
     }
 

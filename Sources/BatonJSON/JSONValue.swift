@@ -157,17 +157,3 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 extension JSONValue: CustomStringConvertible {
     public var description: String { String(decoding: JSONEncoding.encode(self), as: UTF8.self) }
 }
-
-extension OrderedDictionary where Key == String, Value == JSONValue {
-    /// Visits the members in order, borrowing each from the storage instead of copying it
-    /// out (the hot loops of the encoder and the downgrade pass).
-    @inlinable
-    package func forEachMember(_ body: (borrowing String, borrowing JSONValue) throws -> Void) rethrows {
-        // `keys.elements` would make an array of the keys (a retain and a release).
-        _ = try keys.withContiguousStorageIfAvailable { keys in
-            try values.withUnsafeBufferPointer { values in
-                for index in keys.indices { try body(keys[index], values[index]) }
-            }
-        }
-    }
-}
