@@ -50,9 +50,6 @@ package struct JSONObjectView {
         return text
     }
 }
-        return object
-    }
-}
 
 /// Makes views of the containers of a tree (see `JSONObjectView`). A value rather than
 /// static functions so the check of the layout it reads is made once, when it is made, not
