@@ -103,8 +103,8 @@ public struct ScreenFitter: Sendable {
     public let registry: ContractRegistry
     /// Decides `openUrl` targets (the deep-link allowlist's outbound rules); nil allows all.
     public let isAllowedURL: (@Sendable (String) -> Bool)?
-    fileprivate let components: NameTable<CompiledComponent>
-    fileprivate let actions: NameTable<CompiledAction>
+    /// The contract's types as the pass reads them.
+    fileprivate let compiled: CompiledContract
     /// The contract's capability names, one bit each (see `CapabilityMask`).
     fileprivate let capabilityBits: CapabilityBits
 
@@ -113,8 +113,7 @@ public struct ScreenFitter: Sendable {
         self.isAllowedURL = isAllowedURL
         let bits = CapabilityBits(registry.components.values.flatMap(\.capabilities) + registry.actions.values.flatMap(\.capabilities))
         self.capabilityBits = bits
-        self.components = NameTable(registry.components.mapValues { CompiledComponent($0, bits: bits, registry: registry) })
-        self.actions = NameTable(registry.actions.mapValues { CompiledAction($0, bits: bits) })
+        self.compiled = CompiledContract(registry, bits: bits)
     }
 
     /// What one client can do.
@@ -128,8 +127,8 @@ public struct ScreenFitter: Sendable {
         }
 
         @inline(__always)
-        func has(_ capabilities: [String]) -> Bool {
-            capabilities.isEmpty || capabilities.allSatisfy(self.capabilities.contains)
+        func has(_ capabilities: UnsafeBufferPointer<String>) -> Bool {
+            capabilities.allSatisfy(self.capabilities.contains)
         }
     }
 
@@ -171,16 +170,22 @@ public struct ScreenFitter: Sendable {
     }
 }
 
+/// A component type, a fallback plan and an action type of the compiled contract, where
+/// they lie in its arena.
+private typealias Component = UnsafePointer<CompiledComponent>
+private typealias Plan = UnsafePointer<CompiledComponent.FallbackPlan>
+private typealias Action = UnsafePointer<CompiledAction>
+
 /// What a component resolves to for one client.
 private enum Resolution {
     /// The object as it is.
-    case asIs(CompiledComponent)
+    case asIs(Component)
     /// The object's contract fallback, written from the object through the fallback's plan
     /// (the usual replacement: one hop to something renderable, never built).
-    case planned(CompiledComponent.FallbackPlan, CompiledComponent)
+    case planned(Plan, Component)
     /// Another object — an inline fallback, or a replacement built the long way — as it is
     /// or through a plan.
-    case replaced(JSONObject, CompiledComponent.FallbackPlan?, CompiledComponent)
+    case replaced(JSONObject, Plan?, Component)
     /// Dropped (already counted).
     case omitted
 }
@@ -206,6 +211,8 @@ private enum ActionOutcome {
 /// storage it holds, which was most of what the pass used to spend.)
 private struct FitPass: ~Copyable {
     let fitter: ScreenFitter
+    let components: NameTable<CompiledComponent>
+    let actions: NameTable<CompiledAction>
     let client: ScreenFitter.Client
     /// The client's capabilities as bits (see `CapabilityBits`).
     let capabilities: UInt64
@@ -218,6 +225,8 @@ private struct FitPass: ~Copyable {
 
     init(fitter: ScreenFitter, client: ScreenFitter.Client) {
         self.fitter = fitter
+        self.components = fitter.compiled.components
+        self.actions = fitter.compiled.actions
         self.client = client
         self.capabilities = fitter.capabilityBits.mask(of: client.capabilities)
     }
@@ -381,13 +390,13 @@ private struct FitPass: ~Copyable {
 
     /// Writes `object` — through `plan` when it is being replaced by its contract fallback —
     /// as a `component`; false when it is dropped.
-    mutating func writeComponent(_ object: JSONObjectView, plan: CompiledComponent.FallbackPlan?, as component: CompiledComponent) -> Bool {
+    mutating func writeComponent(_ object: JSONObjectView, plan: Plan?, as component: Component) -> Bool {
         // Actions first: a component whose action the client cannot perform goes, with
         // everything inside it.
         // Actions performed as their fallback (components have one action field, rarely more).
         var retyped: (field: String, action: JSONObjectView, type: String)?
         var moreRetyped: [(field: String, action: JSONObjectView, type: String)] = []
-        for name in component.actionFields {
+        for name in component.pointee.actionFields {
             guard let member = ComponentSource.member(name, of: object, plan: plan) else { continue }
             let reason: OmissionReason
             switch fitAction(at: member) {
@@ -398,11 +407,11 @@ private struct FitPass: ~Copyable {
             case .unsupported: reason = .action
             case .blocked: reason = .urlBlocked
             }
-            report.omit(component.name, reason)
+            report.omit(component.pointee.name, reason)
             omitDescendants(of: object, plan: plan, component: component)
             return false
         }
-        if retyped == nil, component.nestedFields.isEmpty, plan == nil, object.index(of: "fallback") == nil {
+        if retyped == nil, component.pointee.nestedFields.isEmpty, plan == nil, object.index(of: "fallback") == nil {
             // A leaf the client renders as it is (the usual case): plain encoding.
             output.write(object)
             report.rendered += 1
@@ -414,13 +423,13 @@ private struct FitPass: ~Copyable {
             // The replacement's members in the order building it would give (type, id,
             // mapped fields, constants), their names and the constants written as encoded
             // when the plan was made.
-            output.write(encoded: plan.opening)
+            output.write(encoded: plan.pointee.opening)
             members.first = false
             if let id = object.value("id") {
-                output.write(encoded: CompiledComponent.FallbackPlan.idKey)
+                output.write(encoded: fitter.compiled.idKey)
                 output.write(at: id)
             }
-            for field in plan.map {
+            for field in plan.pointee.map {
                 guard let value = object.value(field.source) else { continue }
                 if let key = field.key {
                     output.write(encoded: key)
@@ -429,17 +438,19 @@ private struct FitPass: ~Copyable {
                     writeMember(field.target, value, &members)
                 }
             }
-            if let constants = plan.constants {
+            if let constants = plan.pointee.constants {
                 output.write(encoded: constants)
             } else {
-                for index in plan.set.indices { writeMember(plan.set[index].name, plan.constant(index), &members) }
+                for index in plan.pointee.constantNames.indices {
+                    writeMember(plan.pointee.constantNames[index], plan.pointee.constant(index), &members)
+                }
             }
         } else {
             for index in 0..<object.count { writeMember(object.names[index], object.values + index, &members) }
         }
         output.write(byte: UInt8(ascii: "}"))
-        if component.childrenField != nil, !members.hasChildren || members.children == 0 {
-            report.omit(component.name, .empty)
+        if component.pointee.childrenField != nil, !members.hasChildren || members.children == 0 {
+            report.omit(component.pointee.name, .empty)
             return false
         }
         report.rendered += 1
@@ -448,7 +459,7 @@ private struct FitPass: ~Copyable {
 
     /// A component being written member by member.
     struct MemberWriting {
-        let component: CompiledComponent
+        let component: Component
         /// Actions performed as their fallback, by field.
         let retyped: (field: String, action: JSONObjectView, type: String)?
         let moreRetyped: [(field: String, action: JSONObjectView, type: String)]
@@ -472,7 +483,7 @@ private struct FitPass: ~Copyable {
     /// actions performed as their fallback are retyped, the rest is written as it is.
     mutating func writeMember(_ key: String, _ value: UnsafePointer<JSONValue>, _ members: inout MemberWriting) {
         if same(key, "fallback") { return }
-        guard let nested = members.component.nested(key) else {
+        guard let nested = members.component.pointee.nested(key) else {
             output.writeKey(key, first: &members.first)
             if let action = members.retypedAction(key) {
                 output.write(action.action, type: action.type)
@@ -492,7 +503,7 @@ private struct FitPass: ~Copyable {
                 output.write(raw: "[]")
                 written = 0
             }
-            if let childrenField = members.component.childrenField, same(key, childrenField) {
+            if let childrenField = members.component.pointee.childrenField, same(key, childrenField) {
                 members.hasChildren = true
                 members.children = written
             }
@@ -509,10 +520,18 @@ private struct FitPass: ~Copyable {
     @inline(__always)
     func renders(since: Int, capabilities: CapabilityMask) -> Bool {
         guard since <= client.contract else { return false }
-        switch capabilities {
-        case .bits(let bits): return bits & ~self.capabilities == 0
-        case .names(let names): return client.has(names)
-        }
+        guard let names = capabilities.names else { return capabilities.bits & ~self.capabilities == 0 }
+        return client.has(names)
+    }
+
+    @inline(__always)
+    func renders(_ component: Component) -> Bool {
+        renders(since: component.pointee.since, capabilities: component.pointee.capabilities)
+    }
+
+    @inline(__always)
+    func renders(_ action: Action) -> Bool {
+        renders(since: action.pointee.since, capabilities: action.pointee.capabilities)
     }
 
     /// Follows the fallbacks of a component until it is renderable or dropped; counts each
@@ -524,15 +543,14 @@ private struct FitPass: ~Copyable {
             report.omit("unknown", .unknownType)
             return .omitted
         }
-        if let component = fitter.components[type] {
-            if renders(since: component.since, capabilities: component.capabilities) { return .asIs(component) }
-            if case .component(let next, _, _) = component.fallback, let plan = component.fallbackPlan,
-                let target = fitter.components[next], renders(since: target.since, capabilities: target.capabilities),
+        if let component = components[type] {
+            if renders(component) { return .asIs(component) }
+            if let plan = component.pointee.fallbackPlan, let target = component.pointee.fallbackTarget, renders(target),
                 !hasInlineFallback(object)
             {
-                report.hit(type, next)
+                report.hit(type, target.pointee.name)
                 // Children the fallback does not carry over are gone: count them.
-                if !component.fallbackKeepsChildren { omitDescendants(of: object, component: component) }
+                if !component.pointee.fallbackKeepsChildren { omitDescendants(of: object, component: component) }
                 return .planned(plan, target)
             }
         }
@@ -550,15 +568,15 @@ private struct FitPass: ~Copyable {
     /// replacements built as objects, omissions. `object` is the tree's component, or —
     /// after a hop — `built`, the replacement a hop made.
     mutating func resolveSlowly(_ object: JSONObjectView, built: JSONObject?, type: String, hops: Int) -> Resolution {
-        guard let component = fitter.components[type] else {
+        guard let component = components[type] else {
             report.omit("unknown", .unknownType)
             omitDescendants(of: object, component: nil)
             return .omitted
         }
-        if renders(since: component.since, capabilities: component.capabilities) {
+        if renders(component) {
             return built.map { .replaced($0, nil, component) } ?? .asIs(component)
         }
-        let reason: OmissionReason = component.since > client.contract ? .version : .capability
+        let reason: OmissionReason = component.pointee.since > client.contract ? .version : .capability
         // A chain is bounded by the number of types.
         if hops >= 16 {
             report.omit(type, reason)
@@ -573,7 +591,7 @@ private struct FitPass: ~Copyable {
             let replacement = inline
             return replacement.withView { resolveSlowly($0, built: replacement, type: next, hops: hops + 1) }
         }
-        switch component.fallback {
+        switch component.pointee.fallback {
         case .omit:
             report.omit(type, reason)
             omitDescendants(of: object, component: component)
@@ -581,18 +599,16 @@ private struct FitPass: ~Copyable {
         case .component(let next, _, let set):
             report.hit(type, next)
             // Children the fallback does not carry over are gone: count them.
-            if !component.fallbackKeepsChildren { omitDescendants(of: object, component: component) }
-            if let plan = component.fallbackPlan, let target = fitter.components[next],
-                renders(since: target.since, capabilities: target.capabilities)
-            {
+            if !component.pointee.fallbackKeepsChildren { omitDescendants(of: object, component: component) }
+            if let plan = component.pointee.fallbackPlan, let target = component.pointee.fallbackTarget, renders(target) {
                 // One hop to something renderable: written straight from the object
                 // through the mapping, never built.
                 return built.map { .replaced($0, plan, target) } ?? .planned(plan, target)
             }
-            var replacement = JSONObject(minimumCapacity: component.fallbackMap.count + set.count + 2)
+            var replacement = JSONObject(minimumCapacity: component.pointee.fallbackMap.count + set.count + 2)
             replacement["type"] = .string(next)
             if let id = object.value("id") { replacement["id"] = id.pointee }
-            for (target, source) in component.fallbackMap { if let value = object.value(source) { replacement[target] = value.pointee } }
+            for (target, source) in component.pointee.fallbackMap { if let value = object.value(source) { replacement[target] = value.pointee } }
             for (target, constant) in set { replacement[target] = constant }
             let made = replacement
             return made.withView { resolveSlowly($0, built: made, type: next, hops: hops + 1) }
@@ -602,9 +618,9 @@ private struct FitPass: ~Copyable {
     /// Counts every component inside one that is being dropped or replaced without them:
     /// `object` read as `component` (through `plan` when it is being replaced by its
     /// contract fallback), or as an unknown type.
-    mutating func omitDescendants(of object: JSONObjectView, plan: CompiledComponent.FallbackPlan? = nil, component: CompiledComponent?) {
+    mutating func omitDescendants(of object: JSONObjectView, plan: Plan? = nil, component: Component?) {
         if let component {
-            for field in component.nestedFields {
+            for field in component.pointee.nestedFields {
                 if let value = ComponentSource.member(field.name, of: object, plan: plan) { omitComponents(at: value) }
             }
         } else {
@@ -629,19 +645,19 @@ private struct FitPass: ~Copyable {
     private mutating func countSubtree(at value: UnsafePointer<JSONValue>) {
         guard let object = reader.object(at: value) else { return }
         let type = object.string("type") ?? "unknown"
-        let component = fitter.components[type]
+        let component = components[type]
         report.omit(component == nil ? "unknown" : type, .parentOmitted)
         omitDescendants(of: object, component: component)
     }
 
     /// What the client does with the action at `value`.
     mutating func fitAction(at value: UnsafePointer<JSONValue>) -> ActionOutcome {
-        guard let object = reader.object(at: value), var type = object.string("type") else { return .unsupported }
+        guard let object = reader.object(at: value), let name = object.string("type"), var action = actions[name] else { return .unsupported }
+        var type = name
         var hops = 0
         while true {
-            guard let action = fitter.actions[type] else { return .unsupported }
-            if renders(since: action.since, capabilities: action.capabilities) {
-                if action.opensURL, let isAllowedURL = fitter.isAllowedURL {
+            if renders(action) {
+                if action.pointee.opensURL, let isAllowedURL = fitter.isAllowedURL {
                     let url = object.string("url") ?? ""
                     guard isAllowedURL(url) else {
                         report.blockedURLs.append(url)
@@ -651,8 +667,10 @@ private struct FitPass: ~Copyable {
                 return hops == 0 ? .kept : .retyped(object, type: type)
             }
             hops += 1
-            guard let fallback = action.fallback, hops <= 8 else { return .unsupported }
+            guard let fallback = action.pointee.fallback, hops <= 8 else { return .unsupported }
             report.hit(type, fallback)
+            guard let next = action.pointee.fallbackAction else { return .unsupported }
+            action = next
             type = fallback
         }
     }
@@ -660,10 +678,11 @@ private struct FitPass: ~Copyable {
 
 /// The capabilities a contract type needs, as the pass checks them: bits over the contract's
 /// capability names (`CapabilityBits`), so a check is one mask rather than hashing each name
-/// into the client's set — or the names, for a contract with more than 64 of them.
-private enum CapabilityMask: Sendable {
-    case bits(UInt64)
-    case names([String])
+/// into the client's set — or the names, for a contract with more than 64 of them (`names`
+/// not nil).
+private struct CapabilityMask {
+    let bits: UInt64
+    let names: UnsafeBufferPointer<String>?
 }
 
 /// The contract's capability names, one bit each, in name order.
@@ -677,9 +696,9 @@ private struct CapabilityBits: Sendable {
     }
 
     /// What a type needing `capabilities` checks.
-    func mask(for capabilities: [String]) -> CapabilityMask {
-        guard let bits else { return .names(capabilities) }
-        return .bits(capabilities.reduce(0) { $0 | bits[$1, default: 0] })
+    func mask(for capabilities: [String], in arena: Arena) -> CapabilityMask {
+        guard let bits else { return CapabilityMask(bits: 0, names: arena.store(capabilities)) }
+        return CapabilityMask(bits: capabilities.reduce(0) { $0 | bits[$1, default: 0] }, names: nil)
     }
 
     /// The bits of the contract's capabilities that `capabilities` (a client's) include.
@@ -689,18 +708,89 @@ private struct CapabilityBits: Sendable {
     }
 }
 
+/// Memory that lives as long as the compiled contract: the tables the pass reads on every
+/// render, as plain pointers. Reading a class's property, or an array held by one, across a
+/// call costs a retain and a release, each an atomic operation; reading through a pointer
+/// costs neither. Filled once, in the fitter's `init`, and only read after.
+private final class Arena: @unchecked Sendable {
+    private var frees: [() -> Void] = []
+
+    /// `elements`, kept until the arena goes.
+    func store<Element>(_ elements: [Element]) -> UnsafeBufferPointer<Element> {
+        let buffer = UnsafeMutableBufferPointer<Element>.allocate(capacity: max(elements.count, 1))
+        let count = buffer.initialize(fromContentsOf: elements)
+        frees.append {
+            buffer.baseAddress.unsafelyUnwrapped.deinitialize(count: count)
+            buffer.deallocate()
+        }
+        return UnsafeBufferPointer(start: buffer.baseAddress, count: count)
+    }
+
+    /// Room for `count` values, initialized by the caller before the arena goes (for values
+    /// that point at each other: the pointers are known before the values are made).
+    func reserve<Element>(_ count: Int) -> UnsafeMutableBufferPointer<Element> {
+        let buffer = UnsafeMutableBufferPointer<Element>.allocate(capacity: max(count, 1))
+        frees.append {
+            buffer.baseAddress.unsafelyUnwrapped.deinitialize(count: count)
+            buffer.deallocate()
+        }
+        return UnsafeMutableBufferPointer(start: buffer.baseAddress, count: count)
+    }
+
+    deinit { for free in frees { free() } }
+}
+
+/// The contract compiled for the pass: its component and action types by name, each a
+/// value in the arena (see `Arena`), and the few encoded names the pass writes. Unchecked:
+/// what its pointers point at is written once, in `init`, and only read after.
+private struct CompiledContract: @unchecked Sendable {
+    let components: NameTable<CompiledComponent>
+    let actions: NameTable<CompiledAction>
+    /// `,"id":`
+    let idKey: UnsafeBufferPointer<UInt8>
+    /// Owns everything above.
+    let arena: Arena
+
+    init(_ registry: ContractRegistry, bits: CapabilityBits) {
+        let arena = Arena()
+        let componentNames = registry.components.keys.sorted()
+        let components: UnsafeMutableBufferPointer<CompiledComponent> = arena.reserve(componentNames.count)
+        let componentAt = Dictionary(uniqueKeysWithValues: componentNames.enumerated().map { ($1, UnsafePointer(components.baseAddress! + $0)) })
+        for (index, name) in componentNames.enumerated() {
+            (components.baseAddress! + index).initialize(to: CompiledComponent(registry.components[name]!, bits: bits, registry: registry, at: componentAt, in: arena))
+        }
+        let actionNames = registry.actions.keys.sorted()
+        let actions: UnsafeMutableBufferPointer<CompiledAction> = arena.reserve(actionNames.count)
+        let actionAt = Dictionary(uniqueKeysWithValues: actionNames.enumerated().map { ($1, UnsafePointer(actions.baseAddress! + $0)) })
+        for (index, name) in actionNames.enumerated() {
+            (actions.baseAddress! + index).initialize(to: CompiledAction(registry.actions[name]!, bits: bits, at: actionAt, in: arena))
+        }
+        self.components = NameTable(componentAt)
+        self.actions = NameTable(actionAt)
+        self.idKey = arena.store(Array(#","id":"#.utf8))
+        self.arena = arena
+    }
+}
+
+/// A nested-component field of a component type.
+private struct NestedField {
+    let name: String
+    let isList: Bool
+}
+
 /// A component type as the downgrade pass reads it: what it needs, and which of its fields
 /// hold actions and nested components (sorted, so every run checks them in the same order).
-private final class CompiledComponent: Sendable {
+/// Lives in the compiled contract's arena; the pass holds pointers to it.
+private struct CompiledComponent {
     let name: String
     let since: Int
     let capabilities: CapabilityMask
-    let actionFields: [String]
-    let nestedFields: [(name: String, isList: Bool)]
+    let actionFields: UnsafeBufferPointer<String>
+    let nestedFields: UnsafeBufferPointer<NestedField>
 
     /// The nested-component field `key`, if it is one.
     @inline(__always)
-    func nested(_ key: String) -> (name: String, isList: Bool)? {
+    func nested(_ key: String) -> NestedField? {
         for field in nestedFields where same(field.name, key) { return field }
         return nil
     }
@@ -711,35 +801,41 @@ private final class CompiledComponent: Sendable {
     let fallbackMap: [(target: String, source: String)]
     /// Whether the contract fallback carries the children over (else they count as omitted).
     let fallbackKeepsChildren: Bool
+    /// The contract fallback's type, when it is one of the contract.
+    let fallbackTarget: UnsafePointer<CompiledComponent>?
     /// The contract fallback as a recipe for writing it from the original, when its members
     /// cannot collide (type, id, mapped and constant fields all distinct; nil otherwise,
     /// and the replacement is built the long way).
-    let fallbackPlan: FallbackPlan?
+    let fallbackPlan: UnsafePointer<FallbackPlan>?
 
     /// The contract fallback as a recipe for writing it from the original. Its member names
     /// and constants are encoded once, here: the type, each mapped field's name with its
     /// comma — unless the target reads that field as a component or an action, which the
     /// pass fits member by member — and the constants, when none of them is one the pass
     /// must fit. (`type` and `id` are never fields: the loader refuses them.)
-    /// Unchecked: its values are set once, in `init`, and only read after.
-    final class FallbackPlan: @unchecked Sendable {
-        /// Mapped fields in a fixed order, each with its encoded `,"target":` when it is
-        /// written as it is.
-        let map: [(target: String, source: String, key: [UInt8]?)]
-        let set: [(name: String, value: JSONValue)]
-        /// `"type":"<target>"`, the first member.
-        let opening: [UInt8]
-        /// `,"name":value` for every constant, in order; nil when one must be fitted.
-        let constants: [UInt8]?
+    struct FallbackPlan {
+        /// A mapped field, with its encoded `,"target":` when it is written as it is.
+        struct Mapped {
+            let target: String
+            let source: String
+            let key: UnsafeBufferPointer<UInt8>?
+        }
+
+        /// Mapped fields in a fixed order.
+        let map: UnsafeBufferPointer<Mapped>
+        /// The constants' names, in order.
+        let constantNames: UnsafeBufferPointer<String>
         /// The type and the constants as values, where the pass reads them in place like
         /// the tree's (`ComponentSource.member`): the type, then each constant in order.
-        private let values: UnsafeMutableBufferPointer<JSONValue>
-
-        static let idKey = Array(#","id":"#.utf8)
+        let values: UnsafeBufferPointer<JSONValue>
+        /// `"type":"<target>"`, the first member.
+        let opening: UnsafeBufferPointer<UInt8>
+        /// `,"name":value` for every constant, in order; nil when one must be fitted.
+        let constants: UnsafeBufferPointer<UInt8>?
 
         /// `target`: the fields of the type the plan writes (none when it is not in the
         /// contract, which the loader refuses).
-        init(type: String, map: [(target: String, source: String)], set: [(name: String, value: JSONValue)], target: [String: FieldSpec]) {
+        init(type: String, map: [(target: String, source: String)], set: [(name: String, value: JSONValue)], target: [String: FieldSpec], in arena: Arena) {
             /// Fields the pass fits rather than writes: nested components and actions (and
             /// `fallback`, which it drops, should a mapping name it).
             func isFitted(_ name: String) -> Bool {
@@ -747,48 +843,51 @@ private final class CompiledComponent: Sendable {
                 return field.type == .component || field.type == .components || field.type == .action
             }
             func key(_ name: String) -> [UInt8] { Array(",".utf8) + JSONEncoding.encode(.string(name)) + Array(":".utf8) }
-            self.map = map.map { ($0.target, $0.source, isFitted($0.target) ? nil : key($0.target)) }
-            self.set = set
-            opening = JSONEncoding.encode(.string("type")) + Array(":".utf8) + JSONEncoding.encode(.string(type))
-            constants = set.contains { isFitted($0.name) } ? nil : set.flatMap { key($0.name) + JSONEncoding.encode($0.value) }
-            values = .allocate(capacity: set.count + 1)
-            _ = values.initialize(from: [.string(type)] + set.map(\.value))
-        }
-
-        deinit {
-            values.deinitialize()
-            values.deallocate()
+            self.map = arena.store(map.map { Mapped(target: $0.target, source: $0.source, key: isFitted($0.target) ? nil : arena.store(key($0.target))) })
+            constantNames = arena.store(set.map(\.name))
+            values = arena.store([.string(type)] + set.map(\.value))
+            opening = arena.store(JSONEncoding.encode(.string("type")) + Array(":".utf8) + JSONEncoding.encode(.string(type)))
+            constants = set.contains { isFitted($0.name) } ? nil : arena.store(set.flatMap { key($0.name) + JSONEncoding.encode($0.value) })
         }
 
         /// The type the plan writes, as a value.
-        var typeValue: UnsafePointer<JSONValue> { UnsafePointer(values.baseAddress.unsafelyUnwrapped) }
+        var typeValue: UnsafePointer<JSONValue> { values.baseAddress.unsafelyUnwrapped }
 
-        /// The value of constant `index` of `set`.
-        func constant(_ index: Int) -> UnsafePointer<JSONValue> { UnsafePointer(values.baseAddress.unsafelyUnwrapped + 1 + index) }
+        /// The value of constant `index`.
+        func constant(_ index: Int) -> UnsafePointer<JSONValue> { values.baseAddress.unsafelyUnwrapped + 1 + index }
     }
 
-    init(_ spec: ComponentSpec, bits: CapabilityBits, registry: ContractRegistry) {
+    /// `componentAt`: where every type of the contract is (or will be) compiled.
+    init(_ spec: ComponentSpec, bits: CapabilityBits, registry: ContractRegistry, at componentAt: [String: UnsafePointer<CompiledComponent>], in arena: Arena) {
         name = spec.name
         since = spec.since
-        capabilities = bits.mask(for: spec.capabilities)
+        capabilities = bits.mask(for: spec.capabilities, in: arena)
         let fields = spec.fields.sorted { $0.key < $1.key }
-        actionFields = fields.filter { $0.value.type == .action }.map(\.key)
-        nestedFields = fields.compactMap { name, field in
-            switch field.type {
-            case .component: (name, false)
-            case .components: (name, true)
-            default: nil
-            }
-        }
+        actionFields = arena.store(fields.filter { $0.value.type == .action }.map(\.key))
+        nestedFields = arena.store(
+            fields.compactMap { name, field in
+                switch field.type {
+                case .component: NestedField(name: name, isList: false)
+                case .components: NestedField(name: name, isList: true)
+                default: nil
+                }
+            })
         childrenField = spec.childrenField
         fallback = spec.fallback
         if case .component(let type, let map, let set) = spec.fallback {
             fallbackMap = map.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            fallbackTarget = componentAt[type]
             let names = ["type", "id"] + fallbackMap.map(\.target) + set.keys
-            fallbackPlan = Set(names).count == names.count
-                ? FallbackPlan(type: type, map: fallbackMap, set: set.map { ($0.key, $0.value) }, target: registry.components[type]?.fields ?? [:]) : nil
+            if Set(names).count == names.count {
+                let plan = FallbackPlan(
+                    type: type, map: fallbackMap, set: set.map { ($0.key, $0.value) }, target: registry.components[type]?.fields ?? [:], in: arena)
+                fallbackPlan = UnsafePointer(arena.store([plan]).baseAddress!)
+            } else {
+                fallbackPlan = nil
+            }
         } else {
             fallbackMap = []
+            fallbackTarget = nil
             fallbackPlan = nil
         }
         if case .component(_, let map, _) = spec.fallback, let children = spec.childrenField {
@@ -799,17 +898,21 @@ private final class CompiledComponent: Sendable {
     }
 }
 
-/// An action type as the downgrade pass reads it.
-private final class CompiledAction: Sendable {
+/// An action type as the downgrade pass reads it (in the compiled contract's arena).
+private struct CompiledAction {
     let since: Int
     let capabilities: CapabilityMask
+    /// The action performed instead, by name and where it is compiled (nil when the
+    /// contract does not have it).
     let fallback: String?
+    let fallbackAction: UnsafePointer<CompiledAction>?
     let opensURL: Bool
 
-    init(_ spec: ActionSpec, bits: CapabilityBits) {
+    init(_ spec: ActionSpec, bits: CapabilityBits, at actionAt: [String: UnsafePointer<CompiledAction>], in arena: Arena) {
         since = spec.since
-        capabilities = bits.mask(for: spec.capabilities)
+        capabilities = bits.mask(for: spec.capabilities, in: arena)
         fallback = spec.fallback
+        fallbackAction = spec.fallback.flatMap { actionAt[$0] }
         opensURL = spec.name == "openUrl"
     }
 }
@@ -817,18 +920,18 @@ private final class CompiledAction: Sendable {
 /// A fixed set of names, looked up without hashing the string: the contract's type names,
 /// read for every component and action of every render. Open addressing on the name's
 /// length and first byte, which tell the contract's names apart (a clash costs a probe).
-private struct NameTable<Value: Sendable>: Sendable {
+private struct NameTable<Value>: @unchecked Sendable {
     /// Slot by slot; an empty slot has no value (and the empty name).
     private let names: [String]
-    private let values: [Value?]
+    private let values: [UnsafePointer<Value>?]
     private let mask: Int
 
-    init(_ entries: [String: Value]) {
+    init(_ entries: [String: UnsafePointer<Value>]) {
         var size = 16
         while size < entries.count * 4 { size *= 2 }
         mask = size - 1
         var names = Array(repeating: "", count: size)
-        var values = [Value?](repeating: nil, count: size)
+        var values = [UnsafePointer<Value>?](repeating: nil, count: size)
         for (name, value) in entries.sorted(by: { $0.key < $1.key }) {
             var index = Self.slot(name) & mask
             while values[index] != nil { index = (index + 1) & mask }
@@ -846,10 +949,10 @@ private struct NameTable<Value: Sendable>: Sendable {
         return utf8.count &* 31 &+ Int(utf8[utf8.startIndex]) &* 7
     }
 
-    subscript(name: String) -> Value? {
+    subscript(name: String) -> UnsafePointer<Value>? {
         var index = Self.slot(name) & mask
-        while values[index] != nil {
-            if same(names[index], name) { return values[index] }
+        while let value = values[index] {
+            if same(names[index], name) { return value }
             index = (index + 1) & mask
         }
         return nil
@@ -861,12 +964,12 @@ private struct NameTable<Value: Sendable>: Sendable {
 /// give it (type, id, mapped fields, constants).
 private enum ComponentSource {
     /// Where the source's member `name` is: in the object, or a constant of the plan.
-    static func member(_ name: String, of object: JSONObjectView, plan: CompiledComponent.FallbackPlan?) -> UnsafePointer<JSONValue>? {
+    static func member(_ name: String, of object: JSONObjectView, plan: Plan?) -> UnsafePointer<JSONValue>? {
         guard let plan else { return object.value(name) }
-        if same(name, "type") { return plan.typeValue }
+        if same(name, "type") { return plan.pointee.typeValue }
         if same(name, "id") { return object.value("id") }
-        for field in plan.map where same(field.target, name) { return object.value(field.source) }
-        for index in plan.set.indices where same(plan.set[index].name, name) { return plan.constant(index) }
+        for field in plan.pointee.map where same(field.target, name) { return object.value(field.source) }
+        for index in plan.pointee.constantNames.indices where same(plan.pointee.constantNames[index], name) { return plan.pointee.constant(index) }
         return nil
     }
 }

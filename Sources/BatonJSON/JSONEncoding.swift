@@ -38,6 +38,8 @@ package struct JSONWriter: ~Copyable {
     private var capacity: Int
     /// Whether short strings are read from the `String` value itself (`SmallUTF8`).
     private let readsSmallStrings = SmallUTF8.layoutHolds
+    /// Whether a long string's bytes are read where its value points (`StoredUTF8`).
+    private let readsStoredStrings = StoredUTF8.layoutHolds
     /// Reads the tree's containers in place.
     private let reader = TreeReader()
 
@@ -134,8 +136,8 @@ package struct JSONWriter: ~Copyable {
 
     /// Bytes encoded beforehand (a member name with its separators, a constant), as they are.
     @inline(__always)
-    package mutating func write(encoded bytes: [UInt8]) {
-        bytes.withUnsafeBufferPointer { write($0) }
+    package mutating func write(encoded bytes: UnsafeBufferPointer<UInt8>) {
+        write(bytes)
     }
 
     /// A member name of an object being written, read where it lies (see the type's comment).
@@ -162,7 +164,10 @@ package struct JSONWriter: ~Copyable {
     /// comment), and containers are walked through views (`JSONObjectView`), not copied.
     @inline(__always)
     private mutating func writeElement(at value: UnsafePointer<JSONValue>) {
-        if readsSmallStrings, case .string = value.pointee, write(small: SmallUTF8(payloadAt: value)) { return }
+        if readsSmallStrings, case .string = value.pointee {
+            if write(small: SmallUTF8(payloadAt: value)) { return }
+            if readsStoredStrings, let bytes = StoredUTF8.bytes(at: UnsafeRawPointer(value)) { return writeQuoted(bytes) }
+        }
         if let object = reader.object(at: value) { return write(members: object) }
         if let elements = reader.elements(at: value) { return write(elements: elements) }
         if case .string(let text) = value.pointee {
@@ -266,40 +271,58 @@ package struct JSONWriter: ~Copyable {
     /// nothing that could reallocate.
     @inline(__always)
     private mutating func appendQuoted(_ text: borrowing String) {
-        _ = text.utf8.withContiguousStorageIfAvailable { bytes in
-            var out = base + count
-            out.pointee = UInt8(ascii: "\"")
-            out += 1
-            if let start = bytes.baseAddress {
-                var input = start
-                let end = start + bytes.count
-                Self.appendEscaped(&input, until: end, start: start, end: end, to: &out)
-            }
-            out.pointee = UInt8(ascii: "\"")
-            count = out - base &+ 1
+        _ = text.utf8.withContiguousStorageIfAvailable { appendQuoted($0) }
+    }
+
+    /// A string's UTF-8 bytes as a string literal, into room already reserved (six bytes
+    /// per byte and 32 more).
+    @inline(__always)
+    private mutating func appendQuoted(_ bytes: UnsafeBufferPointer<UInt8>) {
+        var out = base + count
+        out.pointee = UInt8(ascii: "\"")
+        out += 1
+        if let start = bytes.baseAddress {
+            var input = start
+            let end = start + bytes.count
+            Self.appendEscaped(&input, until: end, start: start, end: end, to: &out)
         }
+        out.pointee = UInt8(ascii: "\"")
+        count = out - base &+ 1
+    }
+
+    /// A string's UTF-8 bytes, read where they lie, as a string literal.
+    @inline(__always)
+    private mutating func writeQuoted(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard bytes.count <= Self.inlineLimit else { return writeQuotedInPieces(bytes) }
+        reserve(bytes.count &* 6 &+ 32)
+        appendQuoted(bytes)
     }
 
     /// A string that is long or not stored contiguously: made contiguous (a copy, for a
-    /// bridged string), then escaped piece by piece, each into room reserved for it.
+    /// bridged string), then escaped piece by piece.
     @inline(never)
     private mutating func writeStringSlowly(_ text: String) {
         var text = text
-        text.withUTF8 { bytes in
-            write(byte: UInt8(ascii: "\""))
-            if let start = bytes.baseAddress {
-                var input = start
-                let end = start + bytes.count
-                while input < end {
-                    let stop = input + min(end - input, Self.inlineLimit)
-                    reserve((stop - input) &* 6 &+ 32)
-                    var out = base + count
-                    Self.appendEscaped(&input, until: stop, start: start, end: end, to: &out)
-                    count = out - base
-                }
+        text.withUTF8 { writeQuotedInPieces($0) }
+    }
+
+    /// A string's UTF-8 bytes as a string literal, escaped piece by piece, each into room
+    /// reserved for it.
+    @inline(never)
+    private mutating func writeQuotedInPieces(_ bytes: UnsafeBufferPointer<UInt8>) {
+        write(byte: UInt8(ascii: "\""))
+        if let start = bytes.baseAddress {
+            var input = start
+            let end = start + bytes.count
+            while input < end {
+                let stop = input + min(end - input, Self.inlineLimit)
+                reserve((stop - input) &* 6 &+ 32)
+                var out = base + count
+                Self.appendEscaped(&input, until: stop, start: start, end: end, to: &out)
+                count = out - base
             }
-            write(byte: UInt8(ascii: "\""))
         }
+        write(byte: UInt8(ascii: "\""))
     }
 
     /// Copies string bytes from `input` on, escaped, until at least `stop`, advancing both
@@ -569,6 +592,62 @@ package struct SmallUTF8 {
         }
         let long = String(repeating: "sixteen or more bytes", count: 2)
         return SmallUTF8(long) == nil
+        #else
+        return false
+        #endif
+    }()
+}
+
+/// The UTF-8 bytes of a long string stored in one piece, read from the `String` value's two
+/// words: a string of 16 bytes or more — URLs, payloads, texts — keeps its bytes in a
+/// storage object (or, for a literal, in the binary) that the value points at. Reading them
+/// the documented way (`withContiguousStorageIfAvailable`) copies the value: a retain and a
+/// release of its storage, each an atomic operation, for every such string written.
+///
+/// On 64-bit platforms the first word holds the count (bits 0–47) and flags (bit 60: the
+/// bytes are at the storage's tail); the second holds the storage's address (bits 0–59) and
+/// a discriminator (bits 60–63: small, foreign and bridged forms set one of bits 60–62).
+/// The bytes start 32 bytes past the address, a literal's address being biased to match.
+/// This is the standard library's layout on those platforms (ABI on Apple's), checked once
+/// against strings read the documented way (`layoutHolds`): where it does not hold, every
+/// string takes the documented path.
+package enum StoredUTF8 {
+    /// The bytes of the string at `text` (a `String`, or a `.string` value: the payload lies
+    /// at its start), when it is long and stored in one piece; nil for any other string.
+    @inline(__always)
+    static func bytes(at text: UnsafeRawPointer) -> UnsafeBufferPointer<UInt8>? {
+        #if _endian(little) && _pointerBitWidth(_64)
+        let flags = text.load(as: UInt64.self)
+        let object = text.load(fromByteOffset: 8, as: UInt64.self)
+        guard object &>> 60 & 0b0111 == 0, flags & (1 << 60) != 0 else { return nil }
+        let start = UnsafePointer<UInt8>(bitPattern: UInt(truncatingIfNeeded: object & 0x0FFF_FFFF_FFFF_FFFF) &+ 32)
+        return UnsafeBufferPointer(start: start, count: Int(truncatingIfNeeded: flags & 0xFFFF_FFFF_FFFF))
+        #else
+        return nil
+        #endif
+    }
+
+    /// Whether long strings read here are the strings read the documented way: literals,
+    /// strings built at run time and grown, non-ASCII ones, in a `String` and in a `.string`
+    /// value; and whether short ones are not read here at all.
+    package static let layoutHolds: Bool = {
+        #if _endian(little) && _pointerBitWidth(_64)
+        var grown = String(repeating: "grown at run time, ", count: 3)
+        grown += "then appended to: ✓"
+        let decoded = String(decoding: Array("decoded from bytes, sixteen or more".utf8), as: UTF8.self)
+        let sliced = String("a substring made into a string of its own".dropFirst(2))
+        let samples = ["a literal of sixteen bytes or more", grown, decoded, sliced, "non-ASCII: ü, ✓, 😀 and more"]
+        for sample in samples {
+            guard let documented = sample.utf8.withContiguousStorageIfAvailable({ ($0.baseAddress, $0.count) }) else { return false }
+            let read = withUnsafePointer(to: sample) { bytes(at: UnsafeRawPointer($0)) }
+            let inValue = withUnsafePointer(to: JSONValue.string(sample)) { bytes(at: UnsafeRawPointer($0)) }
+            guard let read, let inValue, read.baseAddress == documented.0, read.count == documented.1 else { return false }
+            guard inValue.baseAddress == read.baseAddress, inValue.count == read.count, Array(read) == Array(sample.utf8) else { return false }
+        }
+        for short in ["", "a", "fifteen bytes!!"] {
+            guard withUnsafePointer(to: short, { bytes(at: UnsafeRawPointer($0)) }) == nil else { return false }
+        }
+        return true
         #else
         return false
         #endif

@@ -55,6 +55,20 @@ struct JSONEncodingTests {
         }
     }
 
+    @Test("long strings are read where their value points here, so the escaping tests of long strings exercise that path")
+    func storedStrings() {
+        #if _endian(little) && _pointerBitWidth(_64)
+        #expect(StoredUTF8.layoutHolds)
+        #endif
+        // A long string made at run time, a literal and one grown in place, each with escapes.
+        var grown = String(repeating: "x", count: 20)
+        grown += "\"\n✓"
+        for text in [String(repeating: "ab\u{1}", count: 9), "a literal with a \"quote\" and a\ttab", grown] {
+            #expect(Self.encoded(.string(text)) == Self.reference(text))
+            #expect(Self.encoded(["k": .string(text)]) == "{\"k\":" + Self.reference(text) + "}")
+        }
+    }
+
     @Test("short strings are read from the String value itself here, as names and values, with every special at every position")
     func smallStrings() throws {
         // The two-word path (`SmallUTF8`) must be the one these tests exercise on the
