@@ -4,7 +4,7 @@
 /// over a list — copies it: a retain of each storage it holds, and a release afterwards,
 /// each an atomic operation. The encoder and the downgrade pass visit every container of
 /// every screen, and with the compiler unable to prove the tree unchanged while they write,
-/// those copies were a third of their time (docs/benchmarks.md, "Containers read in
+/// those copies were over a quarter of their time (docs/benchmarks.md, "Containers read in
 /// place"). A view is the container's elements, or its member names and values, as
 /// pointers into the tree's own storage: reading through it copies nothing but the
 /// strings and numbers read.
