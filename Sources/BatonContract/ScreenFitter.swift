@@ -787,13 +787,6 @@ private struct CompiledComponent {
     let capabilities: CapabilityMask
     let actionFields: UnsafeBufferPointer<String>
     let nestedFields: UnsafeBufferPointer<NestedField>
-
-    /// The nested-component field `key`, if it is one.
-    @inline(__always)
-    func nested(_ key: String) -> NestedField? {
-        for field in nestedFields where same(field.name, key) { return field }
-        return nil
-    }
     let childrenField: String?
     let fallback: Fallback
     /// The fallback's field mapping (new name, old name) in a fixed order, so a replacement
@@ -855,6 +848,13 @@ private struct CompiledComponent {
 
         /// The value of constant `index`.
         func constant(_ index: Int) -> UnsafePointer<JSONValue> { values.baseAddress.unsafelyUnwrapped + 1 + index }
+    }
+
+    /// The nested-component field `key`, if it is one.
+    @inline(__always)
+    func nested(_ key: String) -> NestedField? {
+        for field in nestedFields where same(field.name, key) { return field }
+        return nil
     }
 
     /// `componentAt`: where every type of the contract is (or will be) compiled.

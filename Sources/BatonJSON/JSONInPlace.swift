@@ -132,7 +132,7 @@ package func same(_ a: String, _ b: String) -> Bool {
 /// - a `JSONValue` holds its case's payload from its start, the case kept in spare bits of
 ///   the last word (the same bits for every object).
 ///
-/// None of this is promised by the languages's documentation, so it is checked once
+/// None of this is promised by the language's documentation, so it is checked once
 /// against containers read the documented way (`holds`); where it does not hold, views are
 /// made the documented way, from a copy of the container (retained and released, as
 /// before).
