@@ -21,8 +21,14 @@ struct ProcessLifecycleTests {
         #expect(FileManager.default.fileExists(atPath: pidFile.path))
 
         // A slow request is in flight when SIGTERM arrives; it still completes.
+        // SIGTERM goes only once the handler has logged that it started: a request still being
+        // read when the signal lands belongs to a connection the server may close as idle.
         let slow = Task { try await baton.get("/diagnostics/sleep?ms=1500") }
-        try await Task.sleep(for: .milliseconds(300))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !baton.log.contains("diagnostics sleep started") {
+            guard ContinuousClock.now < deadline else { throw TestFailure("the slow request never started:\n\(baton.log)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
         let status = try await baton.stop(signal: SIGTERM)
         let reply = try await slow.value
         #expect(reply.status == .ok)

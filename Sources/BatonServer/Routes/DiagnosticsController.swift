@@ -1,6 +1,7 @@
 import BatonJSON
 import BatonPostgres
 import Hummingbird
+import Logging
 
 /// `/diagnostics/*`, off unless `baton.diagnostics` is set: endpoints that exist to measure
 /// the stack, not to serve clients.
@@ -28,8 +29,11 @@ struct DiagnosticsController: Sendable {
             return Response.json(["subject": .string(subject), "hits": .int(hits)])
         }
         // A slow request, to watch graceful shutdown let in-flight work finish.
-        router.on(.get, "/diagnostics/sleep", catalog: catalog) { request, _ in
+        // It logs when it starts, so a test can signal the process only once the request is
+        // really in flight rather than guessing with a sleep.
+        router.on(.get, "/diagnostics/sleep", catalog: catalog) { request, context in
             let milliseconds = min(10_000, max(0, request.uri.queryParameters.get("ms", as: Int.self) ?? 100))
+            context.logger.info("diagnostics sleep started", metadata: ["ms": "\(milliseconds)"])
             try await Task.sleep(for: .milliseconds(milliseconds))
             return Response.json(["slept_ms": .int(milliseconds)])
         }
