@@ -1,0 +1,52 @@
+import BatonJSON
+import BatonRuntime
+import Crypto
+import ExtrasBase64
+import Foundation
+import Testing
+
+/// The bytes of a minted payload, read back by hand rather than through `verify`: the
+/// signature is written into one string (not two encodings joined), and start nonces come
+/// from a shared pool of system randomness drawn a batch at a time.
+@Suite("Payload signing")
+struct PayloadSigningTests {
+    static let secret = Array(repeating: UInt8(7), count: 32)
+
+    @Test("a payload is base64url(claims).base64url(HMAC-SHA256 of those bytes), for claims of every length modulo 3")
+    func format() throws {
+        let signer = try PayloadSigner(keys: [("k1", Self.secret)])
+        for length in 1...12 {
+            let subject = "user:" + String(repeating: "x", count: length)
+            let payload = signer.sign(
+                PayloadClaims(subject: subject, flow: "note-create", sessionID: nil, step: 0, event: "start", expires: 4_102_444_800))
+            let parts = payload.split(separator: ".", omittingEmptySubsequences: false)
+            try #require(parts.count == 2, "\(payload)")
+            #expect(!payload.contains("=") && !payload.contains("+") && !payload.contains("/"))
+            let body = try Base64.decode(bytes: parts[0].utf8, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+            let mac = try Base64.decode(bytes: parts[1].utf8, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+            #expect(try JSONValue.parse(body)["s"]?.stringValue == subject)
+            let expected = HMAC<SHA256>.authenticationCode(for: body, using: SymmetricKey(data: Self.secret))
+            #expect(mac == Array(expected))
+            #expect(throws: Never.self) { try signer.verify(payload).get() }
+        }
+    }
+
+    @Test("start nonces are 96 random bits, never repeated across many batches of the shared pool, from several threads")
+    func nonces() async throws {
+        let drawn = await withTaskGroup(of: [String].self) { group in
+            for _ in 0..<4 { group.addTask { (0..<5_000).map { _ in PayloadSigner.makeNonce() } } }
+            return await group.reduce(into: [String]()) { $0 += $1 }
+        }
+        #expect(drawn.count == 20_000)
+        #expect(Set(drawn).count == drawn.count, "a nonce was handed out twice")
+        var ones = 0
+        for nonce in drawn {
+            let bytes = try Base64.decode(bytes: nonce.utf8, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+            #expect(bytes.count == 12)
+            ones += bytes.reduce(0) { $0 + $1.nonzeroBitCount }
+        }
+        // Random bits are ones half the time: 960 000 bits, so a few thousand either side.
+        let share = Double(ones) / Double(drawn.count * 96)
+        #expect(abs(share - 0.5) < 0.01, "share of one bits \(share)")
+    }
+}
