@@ -208,7 +208,7 @@ public struct PayloadSigner: Sendable {
         let bodyLength = Base64.encodedLength(bytesCount: body.count, options: options)
         let macLength = Base64.encodedLength(bytesCount: mac.count, options: options)
         return String(unsafeUninitializedCapacity: bodyLength + 1 + macLength) { output in
-            var written = body.span.withUnsafeBufferPointer { input in
+            var written = body.withUnsafeBufferPointer { input in
                 var span = UnsafeMutableBufferPointer(rebasing: output[..<bodyLength]).mutableSpan
                 return Base64.encode(bytes: input.span, into: &span, options: options)
             }
