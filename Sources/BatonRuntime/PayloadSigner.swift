@@ -294,14 +294,15 @@ public struct PayloadSigner: Sendable {
     }
 }
 
-/// Random bytes for start-action nonces, drawn from the system a batch at a time: one
-/// `getrandom(2)` call serves 21 nonces, where each used to make two (a screen mints one per
-/// start action, and the system calls showed up in `perf` under a screen's load).
+/// Random bytes for start-action nonces, drawn from the system a batch at a time: one read
+/// serves 21 nonces, where each nonce used to make two `getrandom(2)` calls (a screen mints
+/// one per start action, and those calls showed up in `perf` under a screen's load).
 ///
 /// The bytes are not secret — each ends up in a payload a client holds — they only have to
 /// be unpredictable and used once, which the lock ensures.
 enum NonceBytes {
-    /// At most 256 bytes per `getrandom` call: up to that size it is never cut short.
+    /// 21 nonces of 12 bytes; small enough that the read is not cut short in practice (the
+    /// loop below copes if it is).
     private static let batch = 252
     private static let pool = Mutex<(bytes: [UInt8], used: Int)>((Array(repeating: 0, count: batch), batch))
 
