@@ -148,7 +148,10 @@ struct ServeCommand: AsyncParsableCommand {
                 buckets: buckets, flowCatalog: registry.catalog))
         logger.info(
             "listening",
-            metadata: ["address": .string("http://\(configuration.httpHost):\(configuration.httpPort)")])
+            metadata: [
+                "address": .string("http://\(configuration.httpHost):\(configuration.httpPort)"),
+                "executor": .string(EventLoopGlobalExecutor.mode.rawValue),
+            ])
         try await app.runService()
     }
 }

@@ -12,7 +12,7 @@ import NIOPosix
 
 // Tasks run on NIO's event loops, as in `baton serve` (Sources/baton/main.swift): a pool body
 // hops from the caller's event loop to its connection's database loop and back.
-_ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+_ = EventLoopGlobalExecutor.mode
 
 struct Options {
     var conninfo = ""
