@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "baton", targets: ["baton"]),
         .library(name: "BatonServer", targets: ["BatonServer"]),
         .library(name: "BatonPostgres", targets: ["BatonPostgres"]),
+        .library(name: "BatonExecutor", targets: ["BatonExecutor"]),
         .library(name: "BatonJSON", targets: ["BatonJSON"]),
         .library(name: "BatonFlows", targets: ["BatonFlows"]),
         .library(name: "BatonContract", targets: ["BatonContract"]),
@@ -47,6 +48,16 @@ let package = Package(
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
         // The one small wrapper everything that touches PostgreSQL goes through.
+        // Where Swift concurrency's jobs run in the executables: NIO's event loops, as the
+        // generic executor.
+        .target(
+            name: "BatonExecutor",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "BatonPostgres",
             dependencies: [
@@ -176,6 +187,7 @@ let package = Package(
                 "BatonServer",
                 "BatonServices",
                 "BatonPostgres",
+                "BatonExecutor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Configuration", package: "swift-configuration"),

@@ -50,7 +50,7 @@ let package = Package(
         // The database client alone, beside pgbench (Benchmarks/e2e/db-client-vs-pgbench.sh).
         .executableTarget(
             name: "baton-db-client-bench",
-            dependencies: [.product(name: "BatonPostgres", package: baton), .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
+            dependencies: [.product(name: "BatonPostgres", package: baton), .product(name: "BatonExecutor", package: baton), .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             path: "Benchmarks/DatabaseClient"
         ),
     ]

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BatonContract
+import BatonExecutor
 import BatonFlows
 import BatonPostgres
 import BatonRuntime

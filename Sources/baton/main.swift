@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import ArgumentParser
-import BatonPostgres
+import BatonExecutor
 
 // Swift concurrency runs on NIO's event loops instead of its own thread pool. Request
 // handlers then execute on the thread that owns the connection's socket, which removes two

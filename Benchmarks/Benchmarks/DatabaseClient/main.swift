@@ -5,6 +5,7 @@
 // statements (Benchmarks/e2e/db-client-vs-pgbench.sh runs both).
 //
 //   baton-db-client-bench --conninfo "host=/tmp/… dbname=baton user=postgres" --connections 8 --seconds 8 [--on-loop]
+import BatonExecutor
 import BatonPostgres
 import Foundation
 import NIOCore
