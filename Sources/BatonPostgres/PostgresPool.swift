@@ -91,6 +91,8 @@ public final class PostgresPool: Sendable {
         var deadlineExpiries = 0
         /// Set when a running call's deadline passed: new calls fail fast until a probe connects.
         var silentSince: ContinuousClock.Instant?
+        /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
+        var sweepDue: ContinuousClock.Instant?
     }
 
     /// The pool's configuration.
@@ -189,7 +191,6 @@ public final class PostgresPool: Sendable {
             return waiters
         }
         for waiter in waiters {
-            waiter.timer?.cancel()
             waiter.continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
         }
         // Bodies running now end within their deadline (which cuts a silent connection).
@@ -234,7 +235,6 @@ public final class PostgresPool: Sendable {
                 }
             } onCancel: {
                 if let waiter = removeWaiter(id) {
-                    waiter.timer?.cancel()
                     waiter.continuation.resume(throwing: CancellationError())
                 }
             }
@@ -244,32 +244,72 @@ public final class PostgresPool: Sendable {
     }
 
     private func wait(id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant) {
+        // The acquire timeout or the call's deadline, whichever is first.
+        let acquireBy = ContinuousClock.now + configuration.acquireTimeout
+        let byDeadline = deadline < acquireBy
+        let due = byDeadline ? deadline : acquireBy
         // A slot freed since the first look, or the pool closed: no need to queue.
-        enum Placement { case slot(Slot), queued, closed }
+        enum Placement { case slot(Slot), queued(armSweep: Bool), closed }
         let placement = state.withLock { state -> Placement in
             if state.closed { return .closed }
             if let slot = state.idle.popLast() {
                 state.busy += 1
                 return .slot(slot)
             }
-            state.waiters.append(Waiter(id: id, continuation: continuation))
-            return .queued
+            state.waiters.append(Waiter(id: id, continuation: continuation, due: due, byDeadline: byDeadline))
+            guard state.sweepDue.map({ due < $0 }) ?? true else { return .queued(armSweep: false) }
+            state.sweepDue = due
+            return .queued(armSweep: true)
         }
         switch placement {
         case .slot(let slot): continuation.resume(returning: slot)
         case .closed: continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
-        case .queued:
-            // The acquire timeout or the call's deadline, whichever is first.
-            let acquireBy = ContinuousClock.now + configuration.acquireTimeout
-            let byDeadline = deadline < acquireBy
-            let wait = (byDeadline ? deadline : acquireBy) - .now
-            let timer = timerLoop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) { self.expire(id, byDeadline: byDeadline) }
-            let armed = state.withLock { state -> Bool in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return false }
-                state.waiters[index].timer = timer
-                return true
+        case .queued(let armSweep): if armSweep { scheduleSweep(at: due) }
+        }
+    }
+
+    /// Waiters expire through one timer for the pool, not one each: arming and cancelling a timer
+    /// on an event loop from another thread wakes that loop twice, and under load most leases
+    /// queue. The sweep is armed for the earliest due waiter; it expires every waiter due, then
+    /// arms itself again for the earliest left. A waiter served before its time costs nothing.
+    private func scheduleSweep(at due: ContinuousClock.Instant) {
+        let wait = max(.zero, due - .now)
+        timerLoop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) { self.sweepWaiters(armedFor: due) }
+    }
+
+    private func sweepWaiters(armedFor due: ContinuousClock.Instant) {
+        // Not before its time, whatever the clocks' rounding: what it was armed for expires now.
+        let now = max(ContinuousClock.now, due)
+        let (expired, next, statistics) = state.withLock { state -> ([Waiter], ContinuousClock.Instant?, (busy: Int, waiters: Int)) in
+            var expired: [Waiter] = []
+            var earliest: ContinuousClock.Instant?
+            var kept = Deque<Waiter>()
+            for waiter in state.waiters {
+                if waiter.due <= now {
+                    expired.append(waiter)
+                } else {
+                    kept.append(waiter)
+                    if earliest.map({ waiter.due < $0 }) ?? true { earliest = waiter.due }
+                }
             }
-            if !armed { timer.cancel() }
+            if !expired.isEmpty { state.waiters = kept }
+            state.acquireTimeouts += expired.count
+            // Another sweep armed earlier than this one's successor would be stays in charge.
+            var next: ContinuousClock.Instant?
+            if state.sweepDue.map({ $0 <= now }) ?? true {
+                state.sweepDue = earliest
+                next = earliest
+            }
+            return (expired, next, (state.busy, state.waiters.count))
+        }
+        if let next { scheduleSweep(at: next) }
+        for waiter in expired {
+            let message =
+                waiter.byDeadline
+                ? "no database connection became free within the call's deadline"
+                : "no database connection became free within \(configuration.acquireTimeout) "
+                    + "(\(statistics.busy) of \(configuration.maxConnections) busy, \(statistics.waiters) more waiting)"
+            waiter.continuation.resume(throwing: PostgresError(code: .poolTimeout, message: message))
         }
     }
 
@@ -278,20 +318,6 @@ public final class PostgresPool: Sendable {
             guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             return state.waiters.remove(at: index)
         }
-    }
-
-    private func expire(_ id: Int, byDeadline: Bool) {
-        guard let waiter = removeWaiter(id) else { return }
-        let statistics = state.withLock { state -> (busy: Int, waiters: Int) in
-            state.acquireTimeouts += 1
-            return (state.busy, state.waiters.count)
-        }
-        let message =
-            byDeadline
-            ? "no database connection became free within the call's deadline"
-            : "no database connection became free within \(configuration.acquireTimeout) "
-                + "(\(statistics.busy) of \(configuration.maxConnections) busy, \(statistics.waiters) more waiting)"
-        waiter.continuation.resume(throwing: PostgresError(code: .poolTimeout, message: message))
     }
 
     /// Gives a slot back: to the first waiter, or to the idle list.
@@ -303,7 +329,6 @@ public final class PostgresPool: Sendable {
             return nil
         }
         if let waiter {
-            waiter.timer?.cancel()
             waiter.continuation.resume(returning: slot)
         }
     }
@@ -483,7 +508,9 @@ private final class Slot: @unchecked Sendable {
 private struct Waiter {
     var id: Int
     var continuation: UnsafeContinuation<Slot, any Error>
-    var timer: Scheduled<Void>?
+    /// When it stops waiting: the acquire timeout, or the call's deadline if that is sooner.
+    var due: ContinuousClock.Instant
+    var byDeadline: Bool
 }
 
 /// What the deadline's timer and the running call share; touched only on the slot's loop.

@@ -83,6 +83,40 @@ struct PoolTests {
         _ = try await holder.value
     }
 
+    @Test("waiters expire through one timer: served before its time, the first waiter's expiry still comes for the next", .timeLimit(.minutes(1)))
+    func oneTimerServesEveryWaiter() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .milliseconds(400), callTimeout: Self.callTimeout))
+        defer { Task { await pool.close() } }
+        let (firstGate, openFirst) = AsyncStream<Void>.makeStream()
+        let holder = Task { try await pool.withConnection { _ in for await _ in firstGate { break } } }
+        for _ in 0..<500 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        // The first waiter arms the pool's timer; once served, it keeps the connection.
+        let (secondGate, openSecond) = AsyncStream<Void>.makeStream()
+        let served = Task { try await pool.withConnection(timeout: .seconds(30)) { _ in for await _ in secondGate { break } } }
+        for _ in 0..<500 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        // Queued behind it, with a later expiry: no timer of its own.
+        let next = Task { () -> (Duration, PostgresError?) in
+            let started = ContinuousClock.now
+            do {
+                try await pool.withConnection { _ in }
+                return (ContinuousClock.now - started, nil)
+            } catch {
+                return (ContinuousClock.now - started, error as? PostgresError)
+            }
+        }
+        for _ in 0..<500 where pool.statistics.waiters < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        openFirst.finish()
+        _ = try await holder.value
+        // The timer armed for the first waiter finds nobody due and arms itself for the second.
+        let (waited, error) = await next.value
+        #expect(error?.code == .poolTimeout)
+        #expect(waited >= .milliseconds(350))
+        #expect(pool.statistics.acquireTimeouts == 1)
+        #expect(pool.statistics.waiters == 0)
+        openSecond.finish()
+        _ = try await served.value
+    }
+
     @Test("a read-only snapshot ends with the next caller's first statements, or on its own when nobody comes")
     func snapshotEndsWithTheNextLease() async throws {
         let conninfo = try await TestDatabase.make()
