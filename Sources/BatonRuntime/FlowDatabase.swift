@@ -66,24 +66,75 @@ public struct FlowDatabase: Sendable {
         return sql
     }
 
-    /// The transaction-control keyword `sql` starts with, if any (comments and blanks skipped).
+    /// The transaction-control keyword `sql` starts with, if any. Read on its bytes the way
+    /// PostgreSQL's lexer reads them (every effect statement passes here, so no `Character`
+    /// work): blanks are ASCII whitespace, comments are `--` to the line's end and `/* */`,
+    /// which nest; a word is a run of identifier bytes (letters, digits, `_`, `$`, and any byte
+    /// of a non-ASCII character, which makes it no keyword).
     static func transactionControl(_ sql: String) -> String? {
-        var rest = Substring(sql)
-        while true {
-            rest = rest.drop(while: { $0.isWhitespace })
-            if rest.hasPrefix("--") {
-                rest = rest.drop(while: { $0 != "\n" })
-            } else if rest.hasPrefix("/*"), let end = rest.range(of: "*/") {
-                rest = rest[end.upperBound...]
+        var copy = sql
+        return copy.withUTF8 { bytes in
+            var index = 0
+            guard let word = SQLWords.next(in: bytes, from: &index), transactionKeywords.contains(word) else { return nil }
+            // `SET LOCAL` ends with the transaction, which is harmless; a plain SET would outlive
+            // it on a pooled connection.
+            if word == "SET", SQLWords.next(in: bytes, from: &index) == "LOCAL" { return nil }
+            return word
+        }
+    }
+}
+
+/// Words at the start of SQL text, for ``FlowDatabase/transactionControl(_:)``.
+enum SQLWords {
+    /// The next word from `index` on, upper-cased, after blanks and comments; nil when the text
+    /// ends first, when something else (a quote, a symbol) comes first, or when the word has a
+    /// non-ASCII character (no keyword has). Moves `index` past it.
+    static func next(in bytes: UnsafeBufferPointer<UInt8>, from index: inout Int) -> String? {
+        skipBlanksAndComments(bytes, &index)
+        let start = index
+        var ascii = true
+        while index < bytes.count, isIdentifierByte(bytes[index]) {
+            if bytes[index] >= 0x80 { ascii = false }
+            index += 1
+        }
+        guard index > start, ascii, !isDigit(bytes[start]) else { return nil }
+        return String(decoding: bytes[start..<index], as: UTF8.self).uppercased()
+    }
+
+    private static func skipBlanksAndComments(_ bytes: UnsafeBufferPointer<UInt8>, _ index: inout Int) {
+        let dash = UInt8(ascii: "-"), slash = UInt8(ascii: "/"), star = UInt8(ascii: "*")
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == 0x20 || (0x09...0x0D).contains(byte) {
+                index += 1
+            } else if byte == dash, index + 1 < bytes.count, bytes[index + 1] == dash {
+                while index < bytes.count, bytes[index] != 0x0A { index += 1 }
+            } else if byte == slash, index + 1 < bytes.count, bytes[index + 1] == star {
+                // Nested, as PostgreSQL has them; unterminated runs to the end (PostgreSQL refuses it).
+                var depth = 0
+                repeat {
+                    if bytes[index] == slash, index + 1 < bytes.count, bytes[index + 1] == star {
+                        depth += 1
+                        index += 2
+                    } else if bytes[index] == star, index + 1 < bytes.count, bytes[index + 1] == slash {
+                        depth -= 1
+                        index += 2
+                    } else {
+                        index += 1
+                    }
+                } while depth > 0 && index < bytes.count
             } else {
-                break
+                return
             }
         }
-        let word = rest.prefix(while: { $0.isLetter }).uppercased()
-        guard transactionKeywords.contains(word) else { return nil }
-        // `SET LOCAL` ends with the transaction, which is harmless; a plain SET would outlive it
-        // on a pooled connection.
-        if word == "SET", rest.dropFirst(3).drop(while: { $0.isWhitespace }).prefix(5).uppercased() == "LOCAL" { return nil }
-        return word
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
+
+    private static func isIdentifierByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, UInt8(ascii: "_"), UInt8(ascii: "$"), 0x80...: return true
+        default: return false
+        }
     }
 }

@@ -311,3 +311,29 @@ struct FlowDatabaseTests {
         await pool.close()
     }
 }
+
+@Suite("FlowDatabase: what counts as transaction control")
+struct TransactionControlTests {
+    @Test("read as PostgreSQL's lexer reads it: nested comments, CR LF, SET LOCAL only as a word, non-ASCII words no keyword")
+    func lexesLikePostgreSQL() {
+        let refused: [(String, String)] = [
+            ("COMMIT", "COMMIT"), ("  rollback;", "ROLLBACK"), ("\t\r\n\u{0B}\u{0C}begin", "BEGIN"),
+            ("-- c\r\nEND", "END"), ("/* a */ /* b */ savepoint x", "SAVEPOINT"),
+            // The comment nests: "SELECT" is inside it, COMMIT is the statement.
+            ("/* outer /* inner */ SELECT */ COMMIT", "COMMIT"),
+            ("SET statement_timeout = 0", "SET"), ("SET LOCALS = 1", "SET"), ("set session x = 1", "SET"),
+            ("DISCARD ALL", "DISCARD"), ("deallocate all", "DEALLOCATE"), ("LISTEN x", "LISTEN"),
+        ]
+        for (sql, keyword) in refused {
+            #expect(FlowDatabase.transactionControl(sql) == keyword, "\(sql.debugDescription)")
+        }
+        let passed = [
+            "SELECT 1", "", "   ", "-- only a comment", "/* unterminated BEGIN", "SET LOCAL statement_timeout = '2s'",
+            "set /* c */ local lock_timeout = 1", "BEGIN_WORK", "\"BEGIN\"", "1BEGIN", "BEGINé", "\u{A0}BEGIN",
+            "with x as (select 1) select * from x", "INSERT INTO t VALUES ('COMMIT')",
+        ]
+        for sql in passed {
+            #expect(FlowDatabase.transactionControl(sql) == nil, "\(sql.debugDescription)")
+        }
+    }
+}
