@@ -138,7 +138,8 @@ public enum ParameterCheck {
                 continue
             }
             let text = value.interpolationText
-            if text.count > spec.maxLength { return "parameter '\(spec.name)' is longer than \(spec.maxLength) characters" }
+            // Characters, as people count them; never more than the bytes, which cost nothing to count.
+            if text.utf8.count > spec.maxLength, text.count > spec.maxLength { return "parameter '\(spec.name)' is longer than \(spec.maxLength) characters" }
             if let pattern = spec.pattern {
                 guard PatternCache.wholeMatch(pattern, text) else {
                     return "parameter '\(spec.name)' does not match \(pattern)"
