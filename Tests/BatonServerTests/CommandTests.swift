@@ -328,6 +328,9 @@ struct CommandTests {
             #expect(badDevice.status == .badRequest)
             let good = try await client.command(start, headers: try await userHeaders("erin"))
             #expect(good.status == .ok)
+            // Spaces and tabs around the token are HTTP's optional whitespace, not the token's.
+            let spaced = try await client.command(start, headers: [.authorization: "Bearer \t " + (try await TestTokens.token("erin")) + "\t"])
+            #expect(spaced.status == .ok)
         }
     }
 

@@ -60,7 +60,7 @@ struct ScreenTests {
             let v1 = try await client.execute(uri: "/v1/screens/gallery", method: .get, headers: headers("barcode_scanner")).json
             let v2 = try await client.execute(uri: "/v2/screens/gallery", method: .get, headers: headers()).json
             let v3 = try await client.execute(uri: "/v3/screens/gallery", method: .get, headers: headers()).json
-            let v3scan = try await client.execute(uri: "/v3/screens/gallery", method: .get, headers: headers("barcode_scanner,share_sheet")).json
+            let v3scan = try await client.execute(uri: "/v3/screens/gallery", method: .get, headers: headers(" barcode_scanner ,\tshare_sheet\t")).json
             let v9 = try await client.execute(uri: "/v9/screens/gallery", method: .get, headers: headers("barcode_scanner,share_sheet")).json
 
             // Version 1: artwork → detail rows and plain header, carousel → list, no badges, no rich text,
@@ -153,7 +153,7 @@ struct ScreenTests {
             let masked = { (text: String) in text.replacing(/"payload":"[^"]*"/, with: #""payload":"""#) }
             #expect(again.text != first.text)
             #expect(masked(again.text) == masked(first.text))
-            for condition in [etag, "\"nope\", \(etag)", "W/\(etag)", "*"] {
+            for condition in [etag, "\"nope\",\t \(etag)", "W/\(etag)", "*"] {
                 var conditional = headers()
                 conditional[.ifNoneMatch] = condition
                 let response = try await client.execute(uri: "/v3/screens/notes", method: .get, headers: conditional)

@@ -24,7 +24,7 @@ public struct ClientContext: Sendable {
         var capabilities = Set<String>()
         if let header = request.headers[.clientCapabilities] {
             for item in header.split(separator: ",").prefix(32) {
-                let name = item.trimmingCharacters(in: .whitespaces).lowercased()
+                let name = item.trimmingOptionalWhitespace.lowercased()
                 if !name.isEmpty, name.count <= 40, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
                     capabilities.insert(name)
                 }
@@ -52,13 +52,13 @@ public struct ClientContext: Sendable {
                 throw APIError.unauthenticated("Authorization must be 'Bearer <token>'")
             }
             do {
-                identity.user = try await authenticator.user(fromToken: String(parts[1]).trimmingCharacters(in: .whitespaces))
+                identity.user = try await authenticator.user(fromToken: String(parts[1].trimmingOptionalWhitespace))
             } catch let failure as BearerAuthenticator.Failure {
                 throw APIError.unauthenticated(failure.description)
             }
         }
         if let device = request.headers[.deviceID] {
-            guard let uuid = UUID(canonical: device.trimmingCharacters(in: .whitespaces)) else {
+            guard let uuid = UUID(canonical: String(device.trimmingOptionalWhitespace)) else {
                 throw APIError.invalidRequest("X-Device-Id must be a UUID")
             }
             identity.device = uuid.lowercased

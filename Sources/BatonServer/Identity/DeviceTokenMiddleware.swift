@@ -28,12 +28,12 @@ public struct DeviceTokenMiddleware: RouterMiddleware {
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.deviceID] else { return try await next(request, context) }
-        guard let uuid = UUID(canonical: header.trimmingCharacters(in: .whitespaces)) else {
+        guard let uuid = UUID(canonical: String(header.trimmingOptionalWhitespace)) else {
             throw APIError.invalidRequest("X-Device-Id must be a UUID")
         }
         let device = uuid.lowercased
         if let token = request.headers[.deviceToken] {
-            guard signer.verifyDeviceToken(token.trimmingCharacters(in: .whitespaces), device: device) else {
+            guard signer.verifyDeviceToken(String(token.trimmingOptionalWhitespace), device: device) else {
                 throw APIError.unauthenticated("X-Device-Token was not issued for this X-Device-Id")
             }
             return try await next(request, context)

@@ -89,7 +89,7 @@ struct ScreenController: Sendable {
     static func matches(_ header: String, etag: String) -> Bool {
         let opaque = etag
         for part in header.split(separator: ",") {
-            var tag = part.trimmingCharacters(in: .whitespaces)
+            var tag = String(part.trimmingOptionalWhitespace)
             if tag == "*" { return true }
             if tag.hasPrefix("W/") { tag = String(tag.dropFirst(2)) }
             if tag == opaque { return true }

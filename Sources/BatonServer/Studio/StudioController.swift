@@ -105,7 +105,7 @@ struct StudioController: Sendable {
         }
         let grant: (user: String, studio: Bool)
         do {
-            grant = try await authenticator.studioGrant(fromToken: String(parts[1]).trimmingCharacters(in: .whitespaces))
+            grant = try await authenticator.studioGrant(fromToken: String(parts[1].trimmingOptionalWhitespace))
         } catch let failure as BearerAuthenticator.Failure {
             throw APIError.unauthenticated(failure.description)
         }
@@ -202,7 +202,7 @@ struct StudioController: Sendable {
             }
         }
         if let device = request.headers[.deviceID] {
-            guard let uuid = UUID(canonical: device.trimmingCharacters(in: .whitespaces)) else {
+            guard let uuid = UUID(canonical: String(device.trimmingOptionalWhitespace)) else {
                 throw APIError.invalidRequest("X-Device-Id must be a UUID")
             }
             identity.device = uuid.lowercased
