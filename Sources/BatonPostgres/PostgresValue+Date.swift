@@ -17,12 +17,36 @@ extension Date: PostgresCodable {
         let micros = Int(totalMicros) - seconds * 1_000_000
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        func pad(_ value: Int, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        let year = Int(parts.tm_year) + 1900
+        guard (0...9999).contains(year) else {
+            func pad(_ value: Int, _ width: Int) -> String {
+                let digits = String(value)
+                return String(repeating: "0", count: max(0, width - digits.count)) + digits
+            }
+            return "\(pad(year, 4))-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))T"
+                + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2)).\(pad(micros, 6))Z"
         }
-        return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))T"
-            + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2)).\(pad(micros, 6))Z"
+        // Every command binds a timestamp or two: written in place, not from fourteen strings.
+        return String(unsafeUninitializedCapacity: 27) { buffer in
+            var index = 0
+            func put(_ value: Int, _ width: Int, then separator: UInt8) {
+                var value = value
+                for offset in stride(from: width - 1, through: 0, by: -1) {
+                    buffer[index + offset] = UInt8(truncatingIfNeeded: 48 + value % 10)
+                    value /= 10
+                }
+                buffer[index + width] = separator
+                index += width + 1
+            }
+            put(year, 4, then: UInt8(ascii: "-"))
+            put(Int(parts.tm_mon) + 1, 2, then: UInt8(ascii: "-"))
+            put(Int(parts.tm_mday), 2, then: UInt8(ascii: "T"))
+            put(Int(parts.tm_hour), 2, then: UInt8(ascii: ":"))
+            put(Int(parts.tm_min), 2, then: UInt8(ascii: ":"))
+            put(Int(parts.tm_sec), 2, then: UInt8(ascii: "."))
+            put(micros, 6, then: UInt8(ascii: "Z"))
+            return index
+        }
     }
 
     public static func decode(from bytes: UnsafeRawBufferPointer?, type: PostgresTypeOID) throws -> Date {

@@ -137,7 +137,9 @@ struct ValueTests {
 
     @Test("dates round-trip at microsecond precision, before and after 1970")
     func dates() async throws {
-        for seconds in [0.0, 1_700_000_000.654321, -86_400.5, 4_102_444_800.000001] {
+        // Up to the last second of year 9999, and 40 random instants from 1906 to 2096.
+        let random = (0..<40).map { _ in Double(Int.random(in: -2_000_000_000...4_000_000_000)) + Double(Int.random(in: 0..<1_000_000)) / 1e6 }
+        for seconds in [0.0, 1_700_000_000.654321, -86_400.5, 4_102_444_800.000001, 253_402_300_799.5] + random {
             let date = Date(timeIntervalSince1970: seconds)
             let back = try await pool.query("SELECT $1::timestamptz", [date])[0].decode(Date.self, at: 0)
             #expect(abs(back.timeIntervalSince1970 - seconds) < 0.000_002, "\(seconds)")
