@@ -295,17 +295,20 @@ func withWireParameters<R>(
             offsets.append(nil)
             lengths.append(0)
             formats.append(0)
-        case .text(let text):
-            let utf8 = text.utf8
-            if utf8.contains(0) {
-                throw PostgresError(
-                    code: .invalidParameter,
-                    message: "parameter $\(index + 1) contains a NUL byte (U+0000), which PostgreSQL text cannot store")
+        case .text(var text):
+            // On the contiguous bytes (memchr, memcpy), not byte by byte through the UTF-8 view.
+            let count = try text.withUTF8 { bytes -> Int in
+                if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil {
+                    throw PostgresError(
+                        code: .invalidParameter,
+                        message: "parameter $\(index + 1) contains a NUL byte (U+0000), which PostgreSQL text cannot store")
+                }
+                offsets.append(storage.count)
+                storage.append(contentsOf: bytes)
+                return bytes.count
             }
-            offsets.append(storage.count)
-            storage.append(contentsOf: utf8)
             storage.append(0)
-            lengths.append(Int32(utf8.count))
+            lengths.append(Int32(count))
             formats.append(0)
         case .binary(let bytes):
             offsets.append(storage.count)
