@@ -134,6 +134,27 @@ public final class BatonMetrics: Sendable {
     }
     private let commandSeries = Mutex<[CommandSeriesKey: Counter]>([:])
     private let commandDurations = Mutex<[String: DurationHistogram]>([:])
+    /// Sessions started (no result) and finished (with one), by flow.
+    private struct SessionSeriesKey: Hashable {
+        var flow: String
+        var result: SessionResult?
+    }
+    private let sessionSeries = Mutex<[SessionSeriesKey: Counter]>([:])
+
+    private func sessionCounter(flow: String, result: SessionResult?) -> Counter {
+        sessionSeries.withLock { cache in
+            let key = SessionSeriesKey(flow: flow, result: result)
+            if let counter = cache[key] { return counter }
+            let counter =
+                if let result {
+                    registry.makeCounter(descriptor: Families.sessionsFinished, labels: [("flow", flow), ("result", result.rawValue)])
+                } else {
+                    registry.makeCounter(descriptor: Families.sessionsStarted, labels: [("flow", flow)])
+                }
+            cache[key] = counter
+            return counter
+        }
+    }
 
     // MARK: - Contract
 
@@ -271,11 +292,11 @@ extension BatonMetrics: RuntimeMetrics {
     }
 
     public func sessionStarted(flow: String) {
-        registry.makeCounter(descriptor: Families.sessionsStarted, labels: [("flow", flow)]).increment()
+        sessionCounter(flow: flow, result: nil).increment()
     }
 
     public func sessionFinished(flow: String, result: SessionResult) {
-        registry.makeCounter(descriptor: Families.sessionsFinished, labels: [("flow", flow), ("result", result.rawValue)]).increment()
+        sessionCounter(flow: flow, result: result).increment()
     }
 
     /// Creates every series a flow will use at zero, so dashboards and rates see them before
