@@ -96,6 +96,19 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { blackHole(playlistScreen.content.render(scope)) }
     }
 
+    // Every screen and start command checks its parameters; the playlist's id has a pattern.
+    let parameters: JSONObject = ["id": "5f0c2a8e-1b7d-4c3e-9a61-2f4b8d9e0a17"]
+    Benchmark("Check the playlist screen's parameters (pattern ^[0-9a-f-]{36}$)") { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(ParameterCheck.problem(parameters, specs: playlistScreen.parameters)) }
+    }
+    // The same pattern through Swift's Regex: what every check cost before the byte matcher.
+    Benchmark("Match ^[0-9a-f-]{36}$ through Regex") { benchmark in
+        let regex = try Regex("^[0-9a-f-]{36}$")
+        let id = "5f0c2a8e-1b7d-4c3e-9a61-2f4b8d9e0a17"
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { blackHole(try regex.wholeMatch(in: id) != nil) }
+    }
+
     let secret = "benchmark-secret-at-least-16-bytes"
     Benchmark("Verify a bearer token (HS256)") { benchmark in
         let authenticator = try await BearerAuthenticator(hs256Secret: secret, publicKeys: nil, issuer: nil, audience: nil)
