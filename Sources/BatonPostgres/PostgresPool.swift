@@ -294,7 +294,8 @@ public final class PostgresPool: Sendable {
             }
             if !expired.isEmpty { state.waiters = kept }
             state.acquireTimeouts += expired.count
-            // Another sweep armed earlier than this one's successor would be stays in charge.
+            // Re-arm only if this is the sweep in charge: one due sooner (armed for a waiter with a
+            // shorter deadline) re-arms when it runs.
             var next: ContinuousClock.Instant?
             if state.sweepDue.map({ $0 <= now }) ?? true {
                 state.sweepDue = earliest

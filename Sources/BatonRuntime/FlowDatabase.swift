@@ -68,7 +68,7 @@ public struct FlowDatabase: Sendable {
 
     /// The transaction-control keyword `sql` starts with, if any. Read on its bytes the way
     /// PostgreSQL's lexer reads them (every effect statement passes here, so no `Character`
-    /// work): blanks are ASCII whitespace, comments are `--` to the line's end and `/* */`,
+    /// work): blanks are ASCII whitespace, comments are `--` to a CR or LF and `/* */`,
     /// which nest; a word is a run of identifier bytes (letters, digits, `_`, `$`, and any byte
     /// of a non-ASCII character, which makes it no keyword).
     static func transactionControl(_ sql: String) -> String? {
@@ -108,7 +108,8 @@ enum SQLWords {
             if byte == 0x20 || (0x09...0x0D).contains(byte) {
                 index += 1
             } else if byte == dash, index + 1 < bytes.count, bytes[index + 1] == dash {
-                while index < bytes.count, bytes[index] != 0x0A { index += 1 }
+                // To the line's end, which for PostgreSQL is a CR as well as an LF.
+                while index < bytes.count, bytes[index] != 0x0A, bytes[index] != 0x0D { index += 1 }
             } else if byte == slash, index + 1 < bytes.count, bytes[index + 1] == star {
                 // Nested, as PostgreSQL has them; unterminated runs to the end (PostgreSQL refuses it).
                 var depth = 0

@@ -318,7 +318,7 @@ struct TransactionControlTests {
     func lexesLikePostgreSQL() {
         let refused: [(String, String)] = [
             ("COMMIT", "COMMIT"), ("  rollback;", "ROLLBACK"), ("\t\r\n\u{0B}\u{0C}begin", "BEGIN"),
-            ("-- c\r\nEND", "END"), ("/* a */ /* b */ savepoint x", "SAVEPOINT"),
+            ("-- c\r\nEND", "END"), ("-- a comment ends at a CR too\rCOMMIT", "COMMIT"), ("/* a */ /* b */ savepoint x", "SAVEPOINT"),
             // The comment nests: "SELECT" is inside it, COMMIT is the statement.
             ("/* outer /* inner */ SELECT */ COMMIT", "COMMIT"),
             ("SET statement_timeout = 0", "SET"), ("SET LOCALS = 1", "SET"), ("set session x = 1", "SET"),
