@@ -169,8 +169,10 @@ enum Playlists {
     static let trackFields = [FieldSpec("id"), FieldSpec("title"), FieldSpec("artist"), FieldSpec("duration")]
 
     static func track(_ row: PostgresRow) throws -> JSONValue {
+        // A uuid column's text is already the lowercase canonical form: read as it comes, not
+        // parsed into a UUID and printed again (25 times per playlist screen).
         [
-            "id": .string(try row.decode(UUID.self, at: 0).lowercased), "title": .string(try row.decode(String.self, at: 1)),
+            "id": .string(try row.decode(String.self, at: 0)), "title": .string(try row.decode(String.self, at: 1)),
             "artist": .string(try row.decode(String.self, at: 2)), "duration": .string(formatDuration(try row.decode(Int.self, at: 3))),
         ]
     }

@@ -5,7 +5,9 @@ public enum Hex {
         encode(Array(bytes))
     }
 
-    /// `bytes` as lowercase hex digits.
+    /// `bytes` as lowercase hex digits. Inlinable, so a caller's collection type is specialised
+    /// (an ETag's digest bytes, per screen).
+    @inlinable
     public static func encode(_ bytes: some Collection<UInt8>) -> String {
         // Written into the string's own storage: no digit table array, no byte array to copy.
         String(unsafeUninitializedCapacity: bytes.count * 2) { output in

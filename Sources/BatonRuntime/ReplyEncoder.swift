@@ -138,13 +138,23 @@ struct ReplyEncoder {
             case "command" where object["event"] != nil && object["payload"] == nil:
                 let event = object["event"]?.interpolationText ?? ""
                 var minted = try command(event: event, title: object["title"]?.stringValue).objectValue ?? [:]
-                for (key, member) in object where !["type", "event", "title"].contains(key) { minted[key] = member }
+                for (key, member) in object {
+                    switch key {
+                    case "type", "event", "title": continue  // a switch, not an array literal per member
+                    default: minted[key] = member
+                    }
+                }
                 return .object(minted)
             case "startFlow" where object["payload"] == nil:
                 let flow = object["flow"]?.interpolationText ?? ""
                 guard var minted = try start(flow: flow, parameters: object["params"]?.objectValue, title: object["title"]?.stringValue)?.objectValue
                 else { return ["type": "unavailable"] }
-                for (key, member) in object where !["type", "flow", "params", "title"].contains(key) { minted[key] = member }
+                for (key, member) in object {
+                    switch key {
+                    case "type", "flow", "params", "title": continue
+                    default: minted[key] = member
+                    }
+                }
                 return .object(minted)
             default:
                 var output: JSONObject?  // a copy, made on the first change
