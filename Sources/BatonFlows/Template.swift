@@ -179,6 +179,23 @@ extension Substring {
 /// non-zero number, `true`, a non-empty list or object; `when: "!{{ref}}"` inverts), and
 /// `each: "{{ref}}"` repeats it once per element of a list, with the element as `item` (and
 /// its position as `index`). Used for screens and for effect arguments.
+/// A mapping template's members in order, and their keys on their own when no two are the same,
+/// which is what a rendered object of them shares (``JSONValue/object(uniqueKeys:values:)``).
+public struct TemplateMembers: RandomAccessCollection, Sendable {
+    public let pairs: [(String, JSONTemplate)]
+    let uniqueKeys: ContiguousArray<String>?
+
+    public init(_ pairs: [(String, JSONTemplate)]) {
+        self.pairs = pairs
+        let keys = ContiguousArray(pairs.map(\.0))
+        uniqueKeys = Set(keys).count == keys.count ? keys : nil
+    }
+
+    public var startIndex: Int { pairs.startIndex }
+    public var endIndex: Int { pairs.endIndex }
+    public subscript(position: Int) -> (String, JSONTemplate) { pairs[position] }
+}
+
 public indirect enum JSONTemplate: Sendable, Hashable {
     case null
     case bool(Bool)
@@ -186,7 +203,7 @@ public indirect enum JSONTemplate: Sendable, Hashable {
     case double(Double)
     case text(TemplateString)
     case array([JSONTemplate])
-    case object([(String, JSONTemplate)], when: Condition?, each: [String]?, location: SourceLocation?)
+    case object(TemplateMembers, when: Condition?, each: [String]?, location: SourceLocation?)
 
     /// A `when:` condition.
     public struct Condition: Sendable, Hashable {
@@ -263,7 +280,7 @@ public indirect enum JSONTemplate: Sendable, Hashable {
                     members.append((key.text, from(value, diagnostics: &diagnostics)))
                 }
             }
-            return .object(members, when: when, each: each, location: location)
+            return .object(TemplateMembers(members), when: when, each: each, location: location)
         }
     }
 
@@ -348,11 +365,21 @@ public indirect enum JSONTemplate: Sendable, Hashable {
     }
 
     /// One mapping, or nil when its `when` does not hold.
-    private static func renderObject(_ pairs: [(String, JSONTemplate)], when: Condition?, _ scope: TemplateScope) -> JSONValue? {
+    private static func renderObject(_ pairs: TemplateMembers, when: Condition?, _ scope: TemplateScope) -> JSONValue? {
         if let when, isTruthy(scope.lookup(when.path)) == when.negated { return nil }
+        var values = ContiguousArray<JSONValue>()
+        values.reserveCapacity(pairs.count)
+        for (_, value) in pairs {
+            guard let rendered = value.render(scope) else { break }
+            values.append(rendered)
+        }
+        // Every member rendered (the usual case): the object shares the template's keys.
+        if values.count == pairs.count, let keys = pairs.uniqueKeys { return .object(uniqueKeys: keys, values: values) }
+        // A member rendered nothing (it is left out), or keys repeat (the last one wins).
         var object = JSONObject()
         object.reserveCapacity(pairs.count)
-        for (key, value) in pairs {
+        for (index, value) in values.enumerated() { object[pairs[index].0] = value }
+        for (key, value) in pairs.dropFirst(values.count + 1) {
             if let rendered = value.render(scope) { object[key] = rendered }
         }
         return .object(object)

@@ -157,3 +157,12 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 extension JSONValue: CustomStringConvertible {
     public var description: String { String(decoding: JSONEncoding.encode(self), as: UTF8.self) }
 }
+
+extension JSONValue {
+    /// An object of `keys`, which the caller knows to be unique, and their values in the same
+    /// order. The keys' storage is shared, not copied and not searched key by key: a template
+    /// renders objects with the same keys many times per screen.
+    public static func object(uniqueKeys keys: ContiguousArray<String>, values: ContiguousArray<JSONValue>) -> JSONValue {
+        .object(JSONObject(uncheckedUniqueKeys: keys, values: values))
+    }
+}
