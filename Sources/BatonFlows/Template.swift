@@ -174,11 +174,6 @@ extension Substring {
     }
 }
 
-/// A JSON tree whose strings may hold references, with two structural keys on mappings:
-/// `when: "{{ref}}"` keeps the mapping only if the reference is truthy (non-empty text, a
-/// non-zero number, `true`, a non-empty list or object; `when: "!{{ref}}"` inverts), and
-/// `each: "{{ref}}"` repeats it once per element of a list, with the element as `item` (and
-/// its position as `index`). Used for screens and for effect arguments.
 /// A mapping template's members in order, and their keys on their own when no two are the same,
 /// which is what a rendered object of them shares (``JSONValue/object(uniqueKeys:values:)``).
 public struct TemplateMembers: RandomAccessCollection, Sendable {
@@ -196,6 +191,11 @@ public struct TemplateMembers: RandomAccessCollection, Sendable {
     public subscript(position: Int) -> (String, JSONTemplate) { pairs[position] }
 }
 
+/// A JSON tree whose strings may hold references, with two structural keys on mappings:
+/// `when: "{{ref}}"` keeps the mapping only if the reference is truthy (non-empty text, a
+/// non-zero number, `true`, a non-empty list or object; `when: "!{{ref}}"` inverts), and
+/// `each: "{{ref}}"` repeats it once per element of a list, with the element as `item` (and
+/// its position as `index`). Used for screens and for effect arguments.
 public indirect enum JSONTemplate: Sendable, Hashable {
     case null
     case bool(Bool)
