@@ -51,6 +51,10 @@ struct SimplePattern: Sendable {
         mutating func insert(_ byte: UInt8) {
             if byte < 64 { low |= 1 << UInt64(byte) } else { high |= 1 << UInt64(byte - 64) }
         }
+
+        mutating func insertDigits() {
+            for digit in UInt8(ascii: "0")...UInt8(ascii: "9") { insert(digit) }
+        }
     }
 
     let atoms: [Atom]
@@ -130,21 +134,32 @@ struct SimplePattern: Sendable {
             return bracketClass(bytes, &index, into: atom)
         }
         if byte == UInt8(ascii: "\\") {
-            guard index + 1 < bytes.count else { return nil }
-            let escaped = bytes[index + 1]
-            index += 2
-            if escaped == UInt8(ascii: "d") {
-                for digit in UInt8(ascii: "0")...UInt8(ascii: "9") { atom.insert(digit) }
-                return atom
+            switch escape(bytes, &index) {
+            case .digits?: atom.insertDigits()
+            case .literal(let escaped)?: atom.insert(escaped)
+            case nil: return nil
             }
-            guard isPunctuation(escaped) else { return nil }
-            atom.insert(escaped)
             return atom
         }
         guard (0x20...0x7E).contains(byte), !special.contains(byte) else { return nil }
         index += 1
         atom.insert(byte)
         return atom
+    }
+
+    private enum Escape {
+        case digits
+        case literal(UInt8)
+    }
+
+    /// The escape whose backslash is at `index`: `\d`, or an escaped punctuation mark (itself);
+    /// nil for any other, which is Regex's business.
+    private static func escape(_ bytes: [UInt8], _ index: inout Int) -> Escape? {
+        guard index + 1 < bytes.count else { return nil }
+        let escaped = bytes[index + 1]
+        index += 2
+        if escaped == UInt8(ascii: "d") { return .digits }
+        return isPunctuation(escaped) ? .literal(escaped) : nil
     }
 
     /// A class after its `[`: literals, escaped punctuation, `\d` and ranges, up to `]`.
@@ -166,15 +181,13 @@ struct SimplePattern: Sendable {
             if index + 1 < bytes.count, bytes[index + 1] == byte, [dash, UInt8(ascii: "&"), UInt8(ascii: "~")].contains(byte) { return nil }
             var member: UInt8
             if byte == UInt8(ascii: "\\") {
-                guard index + 1 < bytes.count else { return nil }
-                let escaped = bytes[index + 1]
-                index += 2
-                if escaped == UInt8(ascii: "d") {
-                    for digit in UInt8(ascii: "0")...UInt8(ascii: "9") { atom.insert(digit) }
+                switch escape(bytes, &index) {
+                case .digits?:
+                    atom.insertDigits()
                     continue
+                case .literal(let escaped)?: member = escaped
+                case nil: return nil
                 }
-                guard isPunctuation(escaped) else { return nil }
-                member = escaped
             } else {
                 guard (0x20...0x7E).contains(byte) else { return nil }
                 member = byte
