@@ -23,5 +23,5 @@ extension FlowInvocation {
 /// `m:ss` for a track length (`String(format:)` goes through Foundation's formatter).
 func formatDuration(_ seconds: Int) -> String {
     let remainder = seconds % 60
-    return String(seconds / 60) + (remainder < 10 ? ":0" : ":") + String(remainder)
+    return String(seconds / 60) + ((0..<10).contains(remainder) ? ":0" : ":") + String(remainder)
 }
