@@ -12,11 +12,16 @@ struct OperationalEndpointTests {
     func health() async throws {
         let app = buildApplication(try await TestApplication.environment())
         try await app.test(.router) { client in
-            try await client.execute(uri: "/healthz", method: .get) { response in
+            var ids: [String] = []
+            for _ in 0..<2 {
+                let response = try await client.execute(uri: "/healthz", method: .get)
                 #expect(response.status == .ok)
                 #expect(response.json["status"] == "ok")
-                #expect(response.headers[.requestID]?.count == 32)
+                ids.append(response.headers[.requestID] ?? "")
             }
+            // 32 lowercase hex digits: the process's random prefix, then a counter.
+            for id in ids { #expect(id.count == 32 && id.allSatisfy { $0.isHexDigit && !$0.isUppercase }, "\(id)") }
+            #expect(ids[0].prefix(16) == ids[1].prefix(16) && ids[0] != ids[1])
             try await client.execute(uri: "/readyz", method: .get) { response in
                 #expect(response.status == .ok)
                 #expect(response.json["checks"]?["database"] == "ok")

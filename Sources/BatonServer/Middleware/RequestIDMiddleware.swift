@@ -37,12 +37,21 @@ public struct RequestIDMiddleware: RouterMiddleware {
     /// a system call per request (ids identify requests; they are not secrets).
     static func generate() -> String {
         let sequence = counter.wrappingAdd(1, ordering: .relaxed).oldValue
-        return prefix + String(sequence, radix: 16).leftPadded(to: 16)
+        // 32 lowercase hex digits written into one string (every request gets one).
+        return String(unsafeUninitializedCapacity: 32) { output in
+            let digits: StaticString = "0123456789abcdef"
+            func put(_ value: UInt64, at offset: Int) {
+                for index in 0..<16 { output[offset + index] = digits.utf8Start[Int((value >> UInt64(60 - 4 * index)) & 0xF)] }
+            }
+            put(prefix, at: 0)
+            put(sequence, at: 16)
+            return 32
+        }
     }
 
-    private static let prefix: String = {
+    private static let prefix: UInt64 = {
         var generator = SystemRandomNumberGenerator()
-        return String(generator.next() as UInt64, radix: 16).leftPadded(to: 16)
+        return generator.next()
     }()
     private static let counter = Atomic<UInt64>(0)
 }
@@ -51,10 +60,4 @@ extension HTTPField.Name {
     public static let requestID = Self("X-Request-Id")!
     public static let idempotentReplay = Self("Idempotent-Replay")!
     public static let idempotencyKey = Self("Idempotency-Key")!
-}
-
-extension String {
-    func leftPadded(to width: Int, with pad: Character = "0") -> String {
-        count >= width ? self : String(repeating: pad, count: width - count) + self
-    }
 }
