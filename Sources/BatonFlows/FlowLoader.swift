@@ -49,7 +49,7 @@ public enum FlowLoader {
 
     /// Lowercase hex SHA-256 of a flow's text: its identity in the database.
     public static func hash(_ source: String) -> String {
-        Hex.encode(SHA256.hash(data: Data(source.utf8)))
+        Hex.encode(bytesOf: SHA256.hash(data: Data(source.utf8)))
     }
 
     /// Parses `15m`, `30s`, `2h`, `1d`.

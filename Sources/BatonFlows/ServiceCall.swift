@@ -151,7 +151,7 @@ public struct ServiceRequest: Sendable, Equatable {
     /// before the call for a retry to find it.
     public static func idempotencyKey(session: String, step: Int, event: String, call: String) -> String {
         let digest = SHA256.hash(data: Data("baton-call\u{0}\(session)\u{0}\(step)\u{0}\(event)\u{0}\(call)".utf8))
-        return "baton-" + Hex.encode(digest.prefix(16))
+        return "baton-" + Hex.encode(bytesOf: digest, prefix: 16)
     }
 }
 

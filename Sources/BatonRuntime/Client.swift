@@ -150,7 +150,7 @@ public struct ScreenReply: Sendable {
         hash.update(data: Array(subject.utf8) + [0])
         Self.maskingPayloads(body) { hash.update(bufferPointer: $0) }
         withUnsafeBytes(of: Int64(validUntil).littleEndian) { hash.update(bufferPointer: $0) }
-        self.etag = hash.finalize().withUnsafeBytes { "\"" + Hex.encode(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) + "\"" }
+        self.etag = "\"" + Hex.encode(bytesOf: hash.finalize(), prefix: 16) + "\""
     }
 
     /// Feeds `body` to `consume` in chunks, with the value of every `"payload":"…"` member left
@@ -185,6 +185,6 @@ extension CommandInput {
         var canonical: [JSONValue] = [text.map(JSONValue.string) ?? .null, choice.map(JSONValue.string) ?? .null]
         canonical.append(choices.map { .array($0.map(JSONValue.string)) } ?? .null)
         canonical.append(barcode.map(JSONValue.string) ?? .null)
-        return SHA256.hash(data: JSONEncoding.encode(.array(canonical))).withUnsafeBytes { Hex.encode(UnsafeRawBufferPointer(rebasing: $0.prefix(16))) }
+        return Hex.encode(bytesOf: SHA256.hash(data: JSONEncoding.encode(.array(canonical))), prefix: 16)
     }
 }

@@ -23,7 +23,7 @@ public struct IdempotencyKey: Sendable, Equatable {
         var hash = SHA256()
         hash.update(data: Array("\(method) \(path)\n".utf8))
         hash.update(data: body)
-        return hash.finalize().withUnsafeBytes { Hex.encode($0) }
+        return Hex.encode(bytesOf: hash.finalize())
     }
 
     /// Whether a header value is usable as a key: 1–255 visible ASCII characters.

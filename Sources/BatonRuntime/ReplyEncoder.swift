@@ -116,6 +116,11 @@ struct ReplyEncoder {
         try minted(value) ?? value
     }
 
+    /// The members of a `command` and a `startFlow` action that minting replaces; the others
+    /// (`id`, `style`, …) are kept. Sets built once, not an array literal per member.
+    private static let commandKeys: Set = ["type", "event", "title"]
+    private static let startKeys: Set = ["type", "flow", "params", "title"]
+
     /// `value` with its actions signed, or nil when there was nothing to sign in it.
     private func minted(_ value: JSONValue) throws -> JSONValue? {
         switch value {
@@ -138,23 +143,13 @@ struct ReplyEncoder {
             case "command" where object["event"] != nil && object["payload"] == nil:
                 let event = object["event"]?.interpolationText ?? ""
                 var minted = try command(event: event, title: object["title"]?.stringValue).objectValue ?? [:]
-                for (key, member) in object {
-                    switch key {
-                    case "type", "event", "title": continue  // a switch, not an array literal per member
-                    default: minted[key] = member
-                    }
-                }
+                for (key, member) in object where !Self.commandKeys.contains(key) { minted[key] = member }
                 return .object(minted)
             case "startFlow" where object["payload"] == nil:
                 let flow = object["flow"]?.interpolationText ?? ""
                 guard var minted = try start(flow: flow, parameters: object["params"]?.objectValue, title: object["title"]?.stringValue)?.objectValue
                 else { return ["type": "unavailable"] }
-                for (key, member) in object {
-                    switch key {
-                    case "type", "flow", "params", "title": continue
-                    default: minted[key] = member
-                    }
-                }
+                for (key, member) in object where !Self.startKeys.contains(key) { minted[key] = member }
                 return .object(minted)
             default:
                 var output: JSONObject?  // a copy, made on the first change

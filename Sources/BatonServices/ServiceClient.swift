@@ -308,7 +308,7 @@ private final class Service: Sendable {
             message += body
             let mac = HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Array((endpoint.secret ?? "").utf8)))
             http.headers.add(name: "X-Baton-Timestamp", value: timestamp)
-            http.headers.add(name: "X-Baton-Signature", value: "sha256=" + Hex.encode(mac))
+            http.headers.add(name: "X-Baton-Signature", value: "sha256=" + Hex.encode(bytesOf: mac))
         }
         do {
             let response = try await self.http.execute(http, timeout: .nanoseconds(Int64(timeout.nanoseconds)))

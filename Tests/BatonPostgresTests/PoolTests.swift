@@ -9,6 +9,27 @@ struct PoolTests {
     /// one, since the suite runs many tests at once on two cores.
     static let callTimeout = Duration.seconds(30)
 
+    /// A caller that keeps a connection of `pool`, once it has one, until the gate is finished
+    /// (no statement runs meanwhile, so a slow machine cannot end it early or late).
+    static func holder(on pool: PostgresPool, timeout: Duration? = nil) -> (Task<Void, any Error>, AsyncStream<Void>.Continuation) {
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        return (Task { try await pool.withConnection(timeout: timeout) { _ in for await _ in gate { break } } }, open)
+    }
+
+    /// A caller asking `pool` for a connection: how long it waited, from its own start, and how
+    /// it ended.
+    static func waiter(on pool: PostgresPool, timeout: Duration?) -> Task<(Duration, PostgresError?), Never> {
+        Task {
+            let started = ContinuousClock.now
+            do {
+                try await pool.withConnection(timeout: timeout) { _ in }
+                return (ContinuousClock.now - started, nil)
+            } catch {
+                return (ContinuousClock.now - started, error as? PostgresError)
+            }
+        }
+    }
+
     @Test("an exhausted pool makes callers wait, then times out with a clear error")
     func exhaustion() async throws {
         let conninfo = try await TestDatabase.make()
@@ -44,28 +65,14 @@ struct PoolTests {
     func waitersExpireInDeadlineOrder() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(2), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
-        // The holder keeps the one connection until the gate closes (no statement runs meanwhile,
-        // so a slow machine cannot end it early or late).
-        let (gate, open) = AsyncStream<Void>.makeStream()
-        let holder = Task { try await pool.withConnection { _ in for await _ in gate { break } } }
+        // The holder keeps the one connection until the gate closes.
+        let (holder, open) = Self.holder(on: pool)
         for _ in 0..<500 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
-        /// How long a waiter waited, from its own start, and how it ended.
-        func wait(timeout: Duration?) -> Task<(Duration, PostgresError?), Never> {
-            Task {
-                let started = ContinuousClock.now
-                do {
-                    try await pool.withConnection(timeout: timeout) { _ in }
-                    return (ContinuousClock.now - started, nil)
-                } catch {
-                    return (ContinuousClock.now - started, error as? PostgresError)
-                }
-            }
-        }
         // Queued first, it gives up at the acquire timeout (2 s).
-        let patient = wait(timeout: nil)
+        let patient = Self.waiter(on: pool, timeout: nil)
         for _ in 0..<500 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
         // Queued after it with a deadline of 300 ms: it must not wait for the first one's timer.
-        let hurried = wait(timeout: .milliseconds(300))
+        let hurried = Self.waiter(on: pool, timeout: .milliseconds(300))
         let (hurriedWaited, hurriedError) = await hurried.value
         #expect(hurriedError?.code == .poolTimeout)
         #expect(hurriedError?.message.contains("within the call's deadline") == true)
@@ -87,23 +94,13 @@ struct PoolTests {
     func oneTimerServesEveryWaiter() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .milliseconds(400), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
-        let (firstGate, openFirst) = AsyncStream<Void>.makeStream()
-        let holder = Task { try await pool.withConnection { _ in for await _ in firstGate { break } } }
+        let (holder, openFirst) = Self.holder(on: pool)
         for _ in 0..<500 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
         // The first waiter arms the pool's timer; once served, it keeps the connection.
-        let (secondGate, openSecond) = AsyncStream<Void>.makeStream()
-        let served = Task { try await pool.withConnection(timeout: .seconds(30)) { _ in for await _ in secondGate { break } } }
+        let (served, openSecond) = Self.holder(on: pool, timeout: .seconds(30))
         for _ in 0..<500 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
         // Queued behind it, with a later expiry: no timer of its own.
-        let next = Task { () -> (Duration, PostgresError?) in
-            let started = ContinuousClock.now
-            do {
-                try await pool.withConnection { _ in }
-                return (ContinuousClock.now - started, nil)
-            } catch {
-                return (ContinuousClock.now - started, error as? PostgresError)
-            }
-        }
+        let next = Self.waiter(on: pool, timeout: nil)
         for _ in 0..<500 where pool.statistics.waiters < 2 { try await Task.sleep(for: .milliseconds(10)) }
         openFirst.finish()
         _ = try await holder.value

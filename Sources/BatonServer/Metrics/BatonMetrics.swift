@@ -128,45 +128,22 @@ public final class BatonMetrics: Sendable {
 
     // MARK: - Flows
 
-    private struct CommandSeriesKey: Hashable {
-        var flow: String
-        var outcome: CommandOutcome
-    }
-    private let commandSeries = Mutex<[CommandSeriesKey: Counter]>([:])
     private let commandDurations = Mutex<[String: DurationHistogram]>([:])
-    /// Sessions started (no result) and finished (with one), by flow.
-    private struct SessionSeriesKey: Hashable {
-        var flow: String
-        var result: SessionResult?
-    }
-    private let sessionSeries = Mutex<[SessionSeriesKey: Counter]>([:])
-
-    private func sessionCounter(flow: String, result: SessionResult?) -> Counter {
-        sessionSeries.withLock { cache in
-            let key = SessionSeriesKey(flow: flow, result: result)
-            if let counter = cache[key] { return counter }
-            let counter =
-                if let result {
-                    registry.makeCounter(descriptor: Families.sessionsFinished, labels: [("flow", flow), ("result", result.rawValue)])
-                } else {
-                    registry.makeCounter(descriptor: Families.sessionsStarted, labels: [("flow", flow)])
-                }
-            cache[key] = counter
-            return counter
-        }
-    }
 
     // MARK: - Contract
 
-    private struct ContractSeriesKey: Hashable {
+    private struct SeriesKey: Hashable {
         var family: String
         var labels: [String]
     }
-    private let contractSeries = Mutex<[ContractSeriesKey: Counter]>([:])
+    private let series = Mutex<[SeriesKey: Counter]>([:])
 
-    private func contractCounter(_ family: Family, _ labels: [(String, String)]) -> Counter {
-        let key = ContractSeriesKey(family: family.name, labels: labels.map(\.1))
-        return contractSeries.withLock { cache in
+    /// The counter of one series, made through the registry once and then looked up here: the
+    /// registry's own lookup (its lock, the label list compared, the help text checked) is too
+    /// dear for counters every command or screen moves.
+    private func counter(_ family: Family, _ labels: [(String, String)]) -> Counter {
+        let key = SeriesKey(family: family.name, labels: labels.map(\.1))
+        return series.withLock { cache in
             if let counter = cache[key] { return counter }
             let counter = registry.makeCounter(descriptor: family, labels: labels)
             cache[key] = counter
@@ -178,17 +155,17 @@ public final class BatonMetrics: Sendable {
     public func recordFit(_ report: FitReport, platform: String, contract: String, appVersion: String) {
         contractHealth.record(report, platform: platform, contract: contract, appVersion: appVersion)
         if report.rendered > 0 {
-            contractCounter(Families.componentsRendered, [("platform", platform), ("contract", contract)])
+            counter(Families.componentsRendered, [("platform", platform), ("contract", contract)])
                 .increment(by: Int64(report.rendered))
         }
         for (hit, count) in report.hitCounts {
-            contractCounter(
+            counter(
                 Families.fallbackHits,
                 [("component", hit.component), ("fallback", hit.fallback), ("platform", platform), ("contract", contract)]
             ).increment(by: Int64(count))
         }
         for (omission, count) in report.omissionCounts {
-            contractCounter(
+            counter(
                 Families.componentsOmitted,
                 [("component", omission.component), ("reason", omission.reason.rawValue), ("platform", platform), ("contract", contract)]
             ).increment(by: Int64(count))
@@ -197,12 +174,12 @@ public final class BatonMetrics: Sendable {
 
     /// Counts one deep-link decision (labels from the allowlist's bounded reason set).
     public func recordDeepLink(_ dimensions: [(String, String)]) {
-        contractCounter(Families.deepLinks, dimensions).increment()
+        counter(Families.deepLinks, dimensions).increment()
     }
 
     public func recordUnsupportedClient(platform: String, contract: String, appVersion: String) {
         contractHealth.recordUnsupported(platform: platform, contract: contract, appVersion: appVersion)
-        contractCounter(Families.clientsUnsupported, [("platform", platform), ("contract", contract)]).increment()
+        counter(Families.clientsUnsupported, [("platform", platform), ("contract", contract)]).increment()
     }
 
     /// Publishes `baton_flows_loaded{flow,hash} 1` for exactly the flows in `hashes` (flow name
@@ -273,14 +250,7 @@ public final class BatonMetrics: Sendable {
 
 extension BatonMetrics: RuntimeMetrics {
     public func commandFinished(flow: String, outcome: CommandOutcome, duration: Duration) {
-        let key = CommandSeriesKey(flow: flow, outcome: outcome)
-        let counter = commandSeries.withLock { cache in
-            if let counter = cache[key] { return counter }
-            let counter = registry.makeCounter(descriptor: Families.commands, labels: [("flow", flow), ("outcome", outcome.rawValue)])
-            cache[key] = counter
-            return counter
-        }
-        counter.increment()
+        counter(Families.commands, [("flow", flow), ("outcome", outcome.rawValue)]).increment()
         let histogram = commandDurations.withLock { cache in
             if let histogram = cache[flow] { return histogram }
             let histogram = registry.makeDurationHistogram(
@@ -292,11 +262,11 @@ extension BatonMetrics: RuntimeMetrics {
     }
 
     public func sessionStarted(flow: String) {
-        sessionCounter(flow: flow, result: nil).increment()
+        counter(Families.sessionsStarted, [("flow", flow)]).increment()
     }
 
     public func sessionFinished(flow: String, result: SessionResult) {
-        sessionCounter(flow: flow, result: result).increment()
+        counter(Families.sessionsFinished, [("flow", flow), ("result", result.rawValue)]).increment()
     }
 
     /// Creates every series a flow will use at zero, so dashboards and rates see them before

@@ -1,3 +1,4 @@
+import BatonJSON
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -37,16 +38,8 @@ public struct RequestIDMiddleware: RouterMiddleware {
     /// a system call per request (ids identify requests; they are not secrets).
     static func generate() -> String {
         let sequence = counter.wrappingAdd(1, ordering: .relaxed).oldValue
-        // 32 lowercase hex digits written into one string (every request gets one).
-        return String(unsafeUninitializedCapacity: 32) { output in
-            let digits: StaticString = "0123456789abcdef"
-            func put(_ value: UInt64, at offset: Int) {
-                for index in 0..<16 { output[offset + index] = digits.utf8Start[Int((value >> UInt64(60 - 4 * index)) & 0xF)] }
-            }
-            put(prefix, at: 0)
-            put(sequence, at: 16)
-            return 32
-        }
+        // 32 hex digits in one string (every request makes one): the two numbers' bytes, big-endian.
+        return withUnsafeBytes(of: (prefix.bigEndian, sequence.bigEndian)) { Hex.encode($0) }
     }
 
     private static let prefix: UInt64 = {

@@ -22,7 +22,7 @@ public struct ReleaseFiles: Sendable, Equatable {
             hash.update(data: Array(path.utf8) + [0])
             hash.update(data: Array(files[path]!.utf8) + [0])
         }
-        return Hex.encode(hash.finalize())
+        return Hex.encode(bytesOf: hash.finalize())
     }
 
     /// Reads a flows directory.
