@@ -18,16 +18,15 @@ extension Date: PostgresCodable {
         var parts = tm()
         gmtime_r(&seconds, &parts)
         let year = Int(parts.tm_year) + 1900
-        guard (0...9999).contains(year) else {
-            func pad(_ value: Int, _ width: Int) -> String {
-                let digits = String(value)
-                return String(repeating: "0", count: max(0, width - digits.count)) + digits
-            }
-            return "\(pad(year, 4))-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))T"
-                + "\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2)).\(pad(micros, 6))Z"
+        // Four digits for the years anyone stores; more past 9999, and a sign before year 0.
+        var yearWidth = 4
+        var limit: UInt = 10_000
+        while year.magnitude >= limit {
+            yearWidth += 1
+            limit *= 10
         }
         // Every command binds a timestamp or two: written in place, not from fourteen strings.
-        return String(unsafeUninitializedCapacity: 27) { buffer in
+        return String(unsafeUninitializedCapacity: (year < 0 ? 1 : 0) + yearWidth + 23) { buffer in
             var index = 0
             func put(_ value: Int, _ width: Int, then separator: UInt8) {
                 var value = value
@@ -38,7 +37,11 @@ extension Date: PostgresCodable {
                 buffer[index + width] = separator
                 index += width + 1
             }
-            put(year, 4, then: UInt8(ascii: "-"))
+            if year < 0 {
+                buffer[0] = UInt8(ascii: "-")
+                index = 1
+            }
+            put(Int(year.magnitude), yearWidth, then: UInt8(ascii: "-"))
             put(Int(parts.tm_mon) + 1, 2, then: UInt8(ascii: "-"))
             put(Int(parts.tm_mday), 2, then: UInt8(ascii: "T"))
             put(Int(parts.tm_hour), 2, then: UInt8(ascii: ":"))
