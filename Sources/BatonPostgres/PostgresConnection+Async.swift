@@ -4,7 +4,7 @@ import Foundation
 /// Statements on a pooled connection, without blocking a thread.
 ///
 /// Each method sends with libpq's non-blocking calls (`PQsendQueryPrepared`, `PQflush`) and
-/// waits for the answer on the connection's ``PostgresEventLoop`` (`PQconsumeInput` and
+/// waits for the answer on the connection's ``DatabaseLoop`` (`PQconsumeInput` and
 /// `PQisBusy` when the socket is readable). They run on the loop's thread: a pool body runs
 /// with the loop as its task executor.
 extension PostgresConnection {
@@ -138,8 +138,7 @@ extension PostgresConnection {
         // A server that spoke before we sent COMMIT (the FATAL of a terminated backend) ended the
         // transaction itself: a failure then is a plain lost connection, safe to retry.
         guard isOpen else { throw connectionError() }
-        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
-        let serverSpokeFirst = poll(&descriptor, 1, 0) > 0
+        let serverSpokeFirst = serverSpoke
         do {
             try await query("COMMIT", parameters: [])
         } catch let error as PostgresError where !serverSpokeFirst && (error.code == .connectionLost || !isOpen) {
@@ -267,11 +266,12 @@ extension PostgresConnection {
     private func flush() async throws {
         while true {
             let left = PQflush(handle)
+            driver?.sent()
             if left == 0 { return }
             if left < 0 { throw connectionError() }
             let ready = try await waitForSocket(Int16(POLLIN | POLLOUT))
             // The server may be sending while we send: read it so it does not block on us.
-            if ready & Int16(POLLIN) != 0, PQconsumeInput(handle) != 1 { throw connectionError() }
+            if ready & Int16(POLLIN) != 0, !consumeInput() { throw connectionError() }
         }
     }
 
@@ -279,16 +279,23 @@ extension PostgresConnection {
     private func nextResult() async throws -> OpaquePointer? {
         while PQisBusy(handle) == 1 {
             _ = try await waitForSocket(Int16(POLLIN))
-            guard PQconsumeInput(handle) == 1 else { throw connectionError() }
+            guard consumeInput() else { throw connectionError() }
         }
         return PQgetResult(handle)
+    }
+
+    /// Reads what arrived into libpq (`PQconsumeInput`); false when the connection failed.
+    func consumeInput() -> Bool {
+        let read = PQconsumeInput(handle) == 1
+        driver?.consumed()
+        return read
     }
 
     private func waitForSocket(_ events: Int16) async throws -> Int16 {
         if let abortReason { throw abortReason }
         let socket = PQsocket(handle)
-        guard socket >= 0, let loop else { throw connectionError() }
-        let ready = await loop.wait(socket: socket, for: events)
+        guard socket >= 0, let driver else { throw connectionError() }
+        let ready = await driver.wait(socket: socket, for: events)
         if let abortReason { throw abortReason }
         return ready
     }
@@ -307,8 +314,7 @@ extension PostgresConnection {
         }
         let socket = PQsocket(handle)
         if socket >= 0 {
-            shutdown(socket, Int32(SHUT_RDWR))
-            loop?.wake(socket: socket)
+            if let driver { driver.cut(socket: socket) } else { shutdown(socket, Int32(SHUT_RDWR)) }
         }
     }
 
@@ -319,21 +325,15 @@ extension PostgresConnection {
 
     /// Opens a connection on a short-lived thread of its own (libpq connects blocking) and
     /// binds it to `loop`.
-    static func open(conninfo: String, limits: Limits = Limits(), on loop: PostgresEventLoop) async throws -> PostgresConnection {
+    static func open(conninfo: String, limits: Limits = Limits(), on loop: any DatabaseLoop) async throws -> PostgresConnection {
         let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(returning: Result { try PostgresConnection(conninfo: conninfo, limits: limits) })
             }
         }
         let connection = try opened.get()
-        connection.attach(to: loop)
+        try await loop.bind(connection)
         return connection
-    }
-
-    /// Makes this connection non-blocking and binds it to `loop`.
-    func attach(to loop: PostgresEventLoop) {
-        PQsetnonblocking(handle, 1)
-        self.loop = loop
     }
 }
 

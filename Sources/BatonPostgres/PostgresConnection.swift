@@ -4,7 +4,7 @@ import Synchronization
 
 /// One libpq connection.
 ///
-/// A pooled connection is non-blocking: it belongs to one ``PostgresEventLoop`` and its
+/// A pooled connection is non-blocking: it belongs to one ``DatabaseLoop`` and its
 /// statements (the `async` methods) run on that loop's thread, which waits for the socket
 /// instead of blocking in libpq. The few blocking methods serve connections outside a pool.
 /// A connection is only ever used by the one caller that holds its lease; that exclusive use
@@ -16,8 +16,8 @@ public final class PostgresConnection: @unchecked Sendable {
     /// SQL text → server-side prepared statement name. Lives and dies with this connection.
     var preparedStatements: [String: String] = [:]
     var nextStatementID = 0
-    /// The loop whose thread runs this connection's statements (nil: blocking use only).
-    var loop: PostgresEventLoop?
+    /// What tells the connection's loop that its socket is ready (nil: blocking use only).
+    var driver: (any SocketDriver)?
     /// Set on the loop when a deadline cut the connection: every later wait throws it.
     var abortReason: PostgresError?
     /// Statements queued by ``enqueue(_:_:)`` and ``sendAhead(_:_:)``, sent with the next round
@@ -131,7 +131,10 @@ public final class PostgresConnection: @unchecked Sendable {
             """)
     }
 
-    deinit { PQfinish(handle) }
+    deinit {
+        PQfinish(handle)
+        driver?.close()
+    }
 
     /// The socket, for the pool to cut a connection whose caller's deadline passed.
     var socket: Int32 { PQsocket(handle) }
@@ -161,11 +164,16 @@ public final class PostgresConnection: @unchecked Sendable {
         let status = PQtransactionStatus(handle)
         guard PQstatus(handle) == CONNECTION_OK, status == PQTRANS_IDLE || (endsSnapshotLazily && status == PQTRANS_INTRANS)
         else { return false }
+        return !serverSpoke
+    }
+
+    /// Whether the server has sent something not read yet: its driver knows, or the socket says.
+    var serverSpoke: Bool {
+        if let known = driver?.serverSpoke { return known }
         let socket = PQsocket(handle)
-        guard socket >= 0 else { return false }
+        guard socket >= 0 else { return true }
         var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&descriptor, 1, 0)
-        return ready == 0
+        return poll(&descriptor, 1, 0) != 0
     }
 
     // MARK: - Blocking statements (setup, the listener, administrative one-offs)
@@ -176,7 +184,7 @@ public final class PostgresConnection: @unchecked Sendable {
     @discardableResult
     @available(*, noasync, message: "blocks the thread: in async code (a pool's body) use the async form")
     public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) throws -> PostgresRows {
-        assert(!PostgresEventLoop.onAnyLoop, "a blocking libpq call on a database loop")
+        assert(!PostgresEventLoop.onAnyLoop && driver == nil, "a blocking libpq call on a database loop or a pooled connection")
         precondition(deferred.isEmpty, "queued statements are sent by the async API")
         let result = try withWireParameters(parameters.map(\.postgresParameter)) { count, values, lengths, formats in
             PQexecParams(handle, sql, count, nil, values, lengths, formats, 0)
@@ -188,7 +196,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// several statements allowed. For fixed administrative statements only, never user data.
     @available(*, noasync, message: "blocks the thread: in async code (a pool's body) use the async form")
     public func execute(_ sql: String) throws {
-        assert(!PostgresEventLoop.onAnyLoop, "a blocking libpq call on a database loop")
+        assert(!PostgresEventLoop.onAnyLoop && driver == nil, "a blocking libpq call on a database loop or a pooled connection")
         var result = PQexec(handle, sql)
         // PQexec returns only the last result; an error in an earlier statement stops there.
         _ = try check(result)

@@ -5,9 +5,9 @@ import Synchronization
 /// `LISTEN` on one channel over a connection of its own, reporting notifications as they
 /// arrive and reconnecting (with backoff) when the connection breaks.
 ///
-/// The connection is driven by a ``PostgresEventLoop`` like a pool's: no thread is parked on
-/// it; the loop's `poll` sees the socket readable and the listener's task reads what arrived.
-/// Events are reported on the loop's thread, so `onEvent` must return quickly. Notifications
+/// The connection is driven by a ``DatabaseLoop`` like a pool's: no thread is parked on it;
+/// when the server sends, the listener's task reads what arrived. Events are reported on the
+/// loop's thread (an event loop that also serves HTTP), so `onEvent` must return quickly. Notifications
 /// that arrive while it is disconnected are lost (PostgreSQL does not queue them for absent
 /// listeners): a client must re-check what it listens for on every ``Event/connected``.
 public final class PostgresListener: Sendable {
@@ -24,7 +24,7 @@ public final class PostgresListener: Sendable {
     private let conninfo: String
     private let channel: String
     private let onEvent: @Sendable (Event) -> Void
-    private let loop: PostgresEventLoop
+    private let loop: any DatabaseLoop
     private let stopped = Atomic<Bool>(false)
     /// The live connection, so ``disconnect()`` can break it from outside; and the task.
     private let current = Mutex<PostgresConnection?>(nil)
@@ -36,7 +36,7 @@ public final class PostgresListener: Sendable {
         self.conninfo = conninfo
         self.channel = channel
         self.onEvent = onEvent
-        self.loop = PostgresEventLoop.shared[0]
+        self.loop = PostgresPool.loops[0]
     }
 
     /// Starts listening.
@@ -87,7 +87,7 @@ public final class PostgresListener: Sendable {
                     reason = "\(error)"
                     break
                 }
-                guard PQconsumeInput(connection.handle) == 1 else {
+                guard connection.consumeInput() else {
                     reason = String(cString: PQerrorMessage(connection.handle)).trimmingCharacters(in: .whitespacesAndNewlines)
                     break
                 }

@@ -4,14 +4,16 @@ import NIOPosix
 import Foundation
 import Synchronization
 
-/// A bounded pool of non-blocking libpq connections, driven by ``PostgresEventLoop``s.
+/// A bounded pool of non-blocking libpq connections, driven by NIO's event loops (see
+/// ``DatabaseLoop``).
 ///
-/// ``withConnection(timeout:_:)`` leases a connection and runs its body with the connection's
-/// loop as the task executor: the body's statements are sent without blocking and the loop's
-/// thread waits for all its connections' sockets at once, as pgbench does. A request costs
-/// one hop onto the loop and one back to its event loop; no thread is blocked in libpq, so a
-/// deadline can end a wait at once. Opening a connection (which blocks in libpq) happens off
-/// the loops.
+/// ``withConnection(timeout:_:)`` leases a connection — one on the caller's own event loop
+/// when one is idle — and runs its body with the connection's loop as the task executor: the
+/// body's statements are sent without blocking and their answers read on that thread, which
+/// serves HTTP connections and database connections alike, as pgbench's one thread serves all
+/// of its. A request on the connection's loop makes no hop at all; no thread is blocked in
+/// libpq, so a deadline can end a wait at once. Opening a connection (which blocks in libpq)
+/// happens off the loops.
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
@@ -93,7 +95,20 @@ public final class PostgresPool: Sendable {
         var silentSince: ContinuousClock.Instant?
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
+
+        /// An idle slot: the most recently used one on the calling thread's loop if there is one
+        /// (the body then runs where its caller is, with no hop), else the most recently used.
+        mutating func takeIdle() -> Slot? {
+            if let index = idle.lastIndex(where: { $0.loop.inLoop }) { return idle.remove(at: index) }
+            return idle.popLast()
+        }
     }
+
+    /// The loops that drive the pools' connections: NIO's event loops, the threads that serve
+    /// HTTP, unless `BATON_DB_LOOPS` asks for that many database threads of their own instead
+    /// (the design before; kept to compare, see docs/benchmarks.md).
+    static let loops: [any DatabaseLoop] =
+        ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == nil ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
 
     /// The pool's configuration.
     public let configuration: Configuration
@@ -107,7 +122,7 @@ public final class PostgresPool: Sendable {
         self.configuration = configuration
         self.acquireObserver = acquireObserver
         self.timerLoop = MultiThreadedEventLoopGroup.singleton.next()
-        let loops = PostgresEventLoop.shared
+        let loops = Self.loops
         let slots = (0..<configuration.maxConnections).map { Slot(loop: loops[$0 % loops.count]) }
         state.withLock { $0.idle = slots.reversed() }
     }
@@ -142,10 +157,12 @@ public final class PostgresPool: Sendable {
         let result = await Result {
             try await withTaskExecutorPreference(slot.loop) { try await run(body, on: slot, deadline: deadline, limit: limit) }
         }
-        // Leave the loop's thread: code after the body must not run there (it would hold up every
-        // connection on the loop). When the caller came from an event loop (Baton's server
-        // installs NIO as the global executor), it resumes on that same loop, so its response is
+        // Back to the caller's thread, unless the body ran there: code after the body must not
+        // hold up the connection's loop when that is not the caller's. When the caller came from
+        // an event loop (Baton's server installs NIO as the global executor), it resumes on that
+        // same loop, so its response is
         // written without another thread hop.
+        if let home, home.inEventLoop { return try result.get() }
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
             if let home { home.execute { continuation.resume() } } else { slot.loop.execute { continuation.resume() } }
         }
@@ -217,7 +234,7 @@ public final class PostgresPool: Sendable {
             if state.silentSince != nil {
                 throw PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
             }
-            if let slot = state.idle.popLast() {
+            if let slot = state.takeIdle() {
                 state.busy += 1
                 return .slot(slot)
             }
@@ -246,17 +263,18 @@ public final class PostgresPool: Sendable {
     private func wait(id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant) {
         // The acquire timeout or the call's deadline, whichever is first.
         let acquireBy = ContinuousClock.now + configuration.acquireTimeout
+        let home = Self.loops.first { $0.inLoop }
         let byDeadline = deadline < acquireBy
         let due = byDeadline ? deadline : acquireBy
         // A slot freed since the first look, or the pool closed: no need to queue.
         enum Placement { case slot(Slot), queued(armSweep: Bool), closed }
         let placement = state.withLock { state -> Placement in
             if state.closed { return .closed }
-            if let slot = state.idle.popLast() {
+            if let slot = state.takeIdle() {
                 state.busy += 1
                 return .slot(slot)
             }
-            state.waiters.append(Waiter(id: id, continuation: continuation, due: due, byDeadline: byDeadline))
+            state.waiters.append(Waiter(id: id, continuation: continuation, due: due, byDeadline: byDeadline, home: home))
             guard state.sweepDue.map({ due < $0 }) ?? true else { return .queued(armSweep: false) }
             state.sweepDue = due
             return .queued(armSweep: true)
@@ -324,7 +342,12 @@ public final class PostgresPool: Sendable {
     /// Gives a slot back: to the first waiter, or to the idle list.
     private func release(_ slot: Slot) {
         let waiter = state.withLock { state -> Waiter? in
-            if let waiter = state.waiters.popFirst() { return waiter }
+            if !state.waiters.isEmpty {
+                // A waiter near the head on the slot's own loop goes first: its body then runs
+                // where it already is, with no hop to the slot's loop and back.
+                let index = state.waiters.prefix(4).firstIndex { $0.home === slot.loop } ?? state.waiters.startIndex
+                return state.waiters.remove(at: index)
+            }
             state.busy -= 1
             state.idle.append(slot)
             return nil
@@ -431,7 +454,7 @@ public final class PostgresPool: Sendable {
 
     /// Opens a connection off the loop (libpq connects blocking), binds it to `loop`; the call's
     /// deadline can answer first, in which case the late connection is closed.
-    private func connect(on loop: PostgresEventLoop, call: CallState) async throws -> PostgresConnection {
+    private func connect(on loop: any DatabaseLoop, call: CallState) async throws -> PostgresConnection {
         let configuration = configuration
         let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
             call.connecting = continuation
@@ -447,7 +470,7 @@ public final class PostgresPool: Sendable {
             }
         }
         let connection = try opened.get()
-        connection.attach(to: loop)
+        try await loop.bind(connection)
         state.withLock { $0.open += 1; $0.connectionsOpened += 1 }
         return connection
     }
@@ -496,13 +519,13 @@ extension Duration {
 /// One of the pool's `maxConnections` places: its connection (opened lazily, dropped when it
 /// breaks) and the loop that drives it. Touched only by whoever holds its lease.
 private final class Slot: @unchecked Sendable {
-    let loop: PostgresEventLoop
+    let loop: any DatabaseLoop
     var connection: PostgresConnection?
     /// Ends the connection's read-only snapshot if nobody leases it in time (see `finish`);
     /// set and cancelled on the loop.
     var snapshotTimer: Int?
 
-    init(loop: PostgresEventLoop) { self.loop = loop }
+    init(loop: any DatabaseLoop) { self.loop = loop }
 }
 
 /// A caller waiting for a free slot.
@@ -512,6 +535,8 @@ private struct Waiter {
     /// When it stops waiting: the acquire timeout, or the call's deadline if that is sooner.
     var due: ContinuousClock.Instant
     var byDeadline: Bool
+    /// The loop the caller waits on, if it is one of the pools' loops.
+    var home: (any DatabaseLoop)?
 }
 
 /// What the deadline's timer and the running call share; touched only on the slot's loop.

@@ -476,7 +476,7 @@ public final class FlowRuntime: Sendable {
         }
     }
 
-    // MARK: - Steps (on the database loop, inside the transaction)
+    // MARK: - Steps (on the connection's loop, inside the transaction)
 
     private func start(_ request: CommandRequest, id: UUID, parameters: JSONObject, db: PostgresConnection) async throws -> StepResult {
         let claims = request.claims

@@ -1,0 +1,381 @@
+import CLibPQ
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// The thread a pooled connection's statements run on, and what tells it the connection's
+/// socket is ready: a ``PostgresEventLoop`` (a thread of its own, waiting in `poll`) or an
+/// ``EventLoopDatabaseLoop`` (a NIO event loop: the thread that also serves HTTP).
+///
+/// A pool body runs with its connection's loop as its task executor; the connection waits for
+/// its socket through the ``SocketDriver`` the loop gave it when it was bound. Timers and
+/// drivers are touched only on the loop's thread.
+protocol DatabaseLoop: TaskExecutor, AnyObject, Sendable {
+    /// Whether the calling thread is this loop's.
+    var inLoop: Bool { get }
+    /// Runs `body` on the loop's thread, after what is queued already.
+    func execute(_ body: @escaping @Sendable () -> Void)
+    /// Runs `action` on the loop after `delay`, unless cancelled first. Loop thread only.
+    func schedule(after delay: Duration, _ action: @escaping () -> Void) -> Int
+    /// Cancels a timer of ``schedule(after:_:)``. Loop thread only.
+    func cancelTimer(_ id: Int)
+    /// Makes a freshly opened connection non-blocking and drives its socket from this loop.
+    func bind(_ connection: PostgresConnection) async throws
+}
+
+/// How a connection bound to a ``DatabaseLoop`` learns that its socket is ready. Used only on
+/// the loop's thread.
+protocol SocketDriver: AnyObject {
+    /// Suspends until libpq's socket is ready for `events` (`POLLIN`, `POLLOUT`) or ``wake()``
+    /// ends the wait; returns what is ready (0 when woken).
+    func wait(socket: Int32, for events: Int16) async -> Int16
+    /// Ends a wait at once (a deadline passed; the caller checks why).
+    func wake()
+    /// libpq wrote to its socket: what it wrote goes on to the server now.
+    func sent()
+    /// libpq just read from its socket (`PQconsumeInput`).
+    func consumed()
+    /// Whether the server has sent something libpq has not read; nil when only the socket knows.
+    var serverSpoke: Bool? { get }
+    /// Cuts the connection to the server for good: libpq reads its end, the server sees its
+    /// client gone (and rolls back).
+    func cut(socket: Int32)
+    /// The connection was finished (`PQfinish`): release what the driver holds.
+    func close()
+}
+
+// MARK: - NIO's event loops
+
+/// A NIO event loop as a connection's loop: the request that leases the connection, its
+/// statements and the socket's readiness all stay on the thread that serves the request's
+/// HTTP connection — no hop to a database thread and back, no sleep per round trip of a
+/// thread of its own (docs/benchmarks.md, "The database on the event loops").
+///
+/// NIO watches only sockets it owns, and libpq reads and writes its own. So the connection's
+/// socket is handed to NIO once libpq has connected, and libpq's descriptor is pointed at one
+/// end of a local socket pair; a ``RelayDriver`` moves the bytes across on the loop's
+/// thread, as they arrive from the server and as libpq sends. libpq still speaks the
+/// protocol (and TLS, if any) exactly as before.
+final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
+    let eventLoop: any EventLoop
+    // Loop-thread only:
+    /// Pending timers, in the order they were set. Almost every one is cancelled long before it
+    /// is due (a call's deadline, an idle snapshot's grace), so setting and cancelling one must
+    /// cost next to nothing: NIO is asked for one wake-up, at the earliest due, only when that
+    /// moves earlier.
+    private var timers: [(id: Int, due: NIODeadline, action: () -> Void)] = []
+    private var nextTimerID = 0
+    /// When the NIO task that runs due timers is armed for, if it is.
+    private var armedFor: NIODeadline?
+
+    private init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    /// One per event loop of NIO's shared group (the one Baton's HTTP server runs on).
+    static let shared: [EventLoopDatabaseLoop] = MultiThreadedEventLoopGroup.singleton.makeIterator().map {
+        EventLoopDatabaseLoop(eventLoop: $0)
+    }
+
+    var inLoop: Bool { eventLoop.inEventLoop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+
+    func execute(_ body: @escaping @Sendable () -> Void) { eventLoop.execute(body) }
+
+    func schedule(after delay: Duration, _ action: @escaping () -> Void) -> Int {
+        precondition(inLoop)
+        nextTimerID += 1
+        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        let due = NIODeadline.now() + .nanoseconds(max(0, nanoseconds))
+        timers.append((nextTimerID, due, action))
+        if armedFor.map({ due < $0 }) ?? true { arm(for: due) }
+        return nextTimerID
+    }
+
+    func cancelTimer(_ id: Int) {
+        precondition(inLoop)
+        if let index = timers.firstIndex(where: { $0.id == id }) { timers.remove(at: index) }
+    }
+
+    private func arm(for due: NIODeadline) {
+        armedFor = due
+        eventLoop.assumeIsolated().scheduleTask(deadline: due) { [self] in fire(armedFor: due) }
+    }
+
+    /// Runs the timers that are due, then arms for the earliest left. A wake-up that an
+    /// earlier one has superseded does nothing but run what is due.
+    private func fire(armedFor due: NIODeadline) {
+        let now = NIODeadline.now()
+        var ready: [() -> Void] = []
+        timers.removeAll { timer in
+            guard timer.due <= now else { return false }
+            ready.append(timer.action)
+            return true
+        }
+        if armedFor == due {
+            armedFor = nil
+            if let next = timers.min(by: { $0.due < $1.due })?.due { arm(for: next) }
+        }
+        for action in ready { action() }
+    }
+
+    func bind(_ connection: PostgresConnection) async throws {
+        PQsetnonblocking(connection.handle, 1)
+        let socket = PQsocket(connection.handle)
+        guard socket >= 0 else { throw connection.connectionError() }
+        // The server's socket gets a second descriptor (NIO's); libpq's descriptor is pointed at
+        // one end of a socket pair; the other end is the relay's.
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else {
+            throw PostgresError(code: .connectionFailed, message: "cannot create the database relay's socket pair (errno \(errno))")
+        }
+        let server = dup(socket)
+        guard server >= 0, dup2(pair[1], socket) >= 0 else {
+            let error = errno
+            close(pair[0])
+            close(pair[1])
+            if server >= 0 { close(server) }
+            throw PostgresError(code: .connectionFailed, message: "cannot move the database socket to the event loop (errno \(error))")
+        }
+        close(pair[1])
+        let relay = pair[0]
+        for descriptor in [relay, socket] { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
+        _ = fcntl(relay, F_SETFD, FD_CLOEXEC)
+        let driver = RelayDriver(relay: relay, loop: self, tls: PQsslInUse(connection.handle) == 1)
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: eventLoop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(driver) }
+                }
+                .withConnectedSocket(server)
+                .get()
+        } catch {
+            close(relay)
+            throw PostgresError(code: .connectionFailed, message: "cannot hand the database socket to the event loop: \(error)")
+        }
+        driver.channel = channel
+        connection.driver = driver
+    }
+}
+
+/// Moves one connection's bytes between the server's socket (owned by NIO) and libpq's end of
+/// a socket pair, on the event loop's thread.
+///
+/// From the server: each read NIO makes is written into the pair at once and the waiting
+/// statement (if any) resumed. Should libpq's side be full (a large result it has not read
+/// yet), the rest is held and NIO stops reading until libpq catches up — the server then waits
+/// as it would for a slow client. To the server: after libpq sends, ``sent()`` reads what it
+/// wrote and hands it to NIO, which never makes the sender wait.
+final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+
+    /// This side of the socket pair; libpq holds the other.
+    private let relay: Int32
+    private unowned let loop: EventLoopDatabaseLoop
+    var channel: (any Channel)?
+    private var waiter: UnsafeContinuation<Int16, Never>?
+    /// Bytes from the server that libpq's side had no room for yet.
+    private var held: ByteBuffer?
+    /// The server's side ended: once everything held is delivered, libpq reads end-of-file.
+    private var ended = false
+    private var closed = false
+    /// Bytes written into the pair since libpq last read from it.
+    private var unread = 0
+    /// Every byte written into the pair has been read: a wait can sleep without asking the
+    /// socket. When unsure, the wait asks (`poll` with no timeout).
+    private var drained = true
+    /// TLS reads a record at a time, so what one read takes is not known from here.
+    private let tls: Bool
+
+    init(relay: Int32, loop: EventLoopDatabaseLoop, tls: Bool) {
+        self.relay = relay
+        self.loop = loop
+        self.tls = tls
+    }
+
+    // MARK: The server's side (NIO)
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        if held != nil {
+            held!.writeBuffer(&bytes)
+        } else {
+            deliver(&bytes)
+            if bytes.readableBytes > 0 {
+                held = bytes
+                try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+            }
+        }
+        resume(Int16(POLLIN))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        ended = true
+        if held == nil { endRelay() }
+        resume(Int16(POLLIN | POLLHUP))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    /// Writes what fits into the pair.
+    private func deliver(_ bytes: inout ByteBuffer) {
+        while bytes.readableBytes > 0, !closed {
+            let written = bytes.withUnsafeReadableBytes { write(relay, $0.baseAddress, $0.count) }
+            if written > 0 {
+                bytes.moveReaderIndex(forwardBy: written)
+                unread += written
+            } else if written < 0, errno == EINTR {
+                continue
+            } else {
+                return
+            }
+        }
+    }
+
+    /// Hands held bytes to libpq's side as it makes room; reads from the server again once all
+    /// are delivered.
+    private func deliverHeld() {
+        guard var bytes = held else { return }
+        deliver(&bytes)
+        if bytes.readableBytes > 0 {
+            held = bytes
+            return
+        }
+        held = nil
+        if ended {
+            endRelay()
+        } else {
+            try? channel?.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+        }
+    }
+
+    private func endRelay() {
+        if !closed { shutdown(relay, Int32(SHUT_WR)) }
+    }
+
+    private func resume(_ events: Int16) {
+        if let waiter {
+            self.waiter = nil
+            waiter.resume(returning: events)
+        }
+    }
+
+    // MARK: libpq's side (the connection)
+
+    func wait(socket: Int32, for events: Int16) async -> Int16 {
+        precondition(loop.inLoop, "a database socket is waited for on its own loop")
+        if events & Int16(POLLOUT) != 0 {
+            // Sending never waits: what libpq wrote is taken off its side at once.
+            sent()
+            return Int16(POLLOUT)
+        }
+        deliverHeld()
+        if unread > 0 { return Int16(POLLIN) }
+        if ended, held == nil { return Int16(POLLIN | POLLHUP) }
+        if !drained {
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            if poll(&descriptor, 1, 0) > 0 { return descriptor.revents }
+            drained = true
+        }
+        return await withUnsafeContinuation { continuation in
+            precondition(waiter == nil, "two waits on one database socket")
+            waiter = continuation
+        }
+    }
+
+    func wake() { resume(0) }
+
+    func sent() {
+        guard let channel, !closed else { return }
+        let chunk = 16 * 1024
+        var forwarded = false
+        withUnsafeTemporaryAllocation(byteCount: chunk, alignment: 8) { scratch in
+            while true {
+                let count = read(relay, scratch.baseAddress, chunk)
+                guard count > 0 else { break }
+                channel.write(channel.allocator.buffer(bytes: UnsafeRawBufferPointer(rebasing: scratch[..<count])), promise: nil)
+                forwarded = true
+                if count < chunk { break }
+            }
+        }
+        if forwarded { channel.flush() }
+    }
+
+    func consumed() {
+        // libpq reads with at least 8 KiB of room (pqReadData makes sure of it), taking all
+        // there is up to that: what was written since its last read is read if it was no more.
+        drained = drained && !tls && unread <= 8192
+        unread = 0
+    }
+
+    var serverSpoke: Bool? {
+        if unread > 0 || held != nil || ended { return true }
+        return drained ? false : nil
+    }
+
+    func cut(socket: Int32) {
+        shutdown(socket, Int32(SHUT_RDWR))
+        channel?.close(promise: nil)
+        wake()
+    }
+
+    func close() {
+        // The connection may be let go of on any thread; the relay is the loop's.
+        if loop.inLoop { finish() } else { loop.execute { self.finish() } }
+    }
+
+    private func finish() {
+        guard !closed else { return }
+        // libpq's goodbye (Terminate) is in the pair: pass it on before closing.
+        sent()
+        closed = true
+        Foundation.close(relay)
+        channel?.close(promise: nil)
+        channel = nil
+    }
+}
+
+// MARK: - Database threads
+
+extension PostgresEventLoop: DatabaseLoop {
+    func bind(_ connection: PostgresConnection) async throws {
+        PQsetnonblocking(connection.handle, 1)
+        connection.driver = PollDriver(loop: self)
+    }
+}
+
+/// A connection on a ``PostgresEventLoop``: the loop's `poll` watches libpq's socket itself.
+final class PollDriver: SocketDriver {
+    private let loop: PostgresEventLoop
+    private var socket: Int32 = -1
+
+    init(loop: PostgresEventLoop) { self.loop = loop }
+
+    func wait(socket: Int32, for events: Int16) async -> Int16 {
+        self.socket = socket
+        return await loop.wait(socket: socket, for: events)
+    }
+
+    func wake() {
+        if socket >= 0 { loop.wake(socket: socket) }
+    }
+
+    func sent() {}
+
+    func consumed() {}
+
+    var serverSpoke: Bool? { nil }
+
+    func cut(socket: Int32) {
+        shutdown(socket, Int32(SHUT_RDWR))
+        loop.wake(socket: socket)
+    }
+
+    func close() {}
+}
