@@ -218,7 +218,11 @@ let package = Package(
         ),
         .testTarget(
             name: "BatonPostgresTests",
-            dependencies: ["BatonPostgres", "BatonTestSupport"],
+            dependencies: [
+                "BatonPostgres", "BatonTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: testSettings
         ),
         .testTarget(

@@ -143,7 +143,8 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
         let relay = pair[0]
         for descriptor in [relay, socket] { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
         _ = fcntl(relay, F_SETFD, FD_CLOEXEC)
-        let driver = RelayDriver(relay: relay, loop: self, tls: PQsslInUse(connection.handle) == 1)
+        let encrypted = PQsslInUse(connection.handle) == 1 || PQgssEncInUse(connection.handle) == 1
+        let driver = RelayDriver(relay: relay, loop: self, encrypted: encrypted)
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: eventLoop)
@@ -187,13 +188,14 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
     /// Every byte written into the pair has been read: a wait can sleep without asking the
     /// socket. When unsure, the wait asks (`poll` with no timeout).
     private var drained = true
-    /// TLS reads a record at a time, so what one read takes is not known from here.
-    private let tls: Bool
+    /// TLS (or GSSAPI encryption) reads a record at a time, so what one read takes is not
+    /// known from here.
+    private let encrypted: Bool
 
-    init(relay: Int32, loop: EventLoopDatabaseLoop, tls: Bool) {
+    init(relay: Int32, loop: EventLoopDatabaseLoop, encrypted: Bool) {
         self.relay = relay
         self.loop = loop
-        self.tls = tls
+        self.encrypted = encrypted
     }
 
     // MARK: The server's side (NIO)
@@ -310,7 +312,7 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
     func consumed() {
         // libpq reads with at least 8 KiB of room (pqReadData makes sure of it), taking all
         // there is up to that: what was written since its last read is read if it was no more.
-        drained = drained && !tls && unread <= 8192
+        drained = drained && !encrypted && unread <= 8192
         unread = 0
     }
 

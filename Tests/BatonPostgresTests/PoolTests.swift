@@ -1,6 +1,8 @@
 import BatonPostgres
 import BatonTestSupport
 import Foundation
+import NIOCore
+import NIOPosix
 import Testing
 
 @Suite("Connection pool")
@@ -28,6 +30,29 @@ struct PoolTests {
                 return (ContinuousClock.now - started, error as? PostgresError)
             }
         }
+    }
+
+    @Test("a caller on an event loop gets a connection driven by that loop: its statements are sent and answered there, no hop")
+    func onTheCallersLoop() async throws {
+        let conninfo = try await TestDatabase.make()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 4, callTimeout: Self.callTimeout))
+        defer { Task { await pool.close() } }
+        // Each loop in turn, three calls each: the first opens a connection, the others reuse it.
+        for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
+            try await withTaskExecutorPreference(LoopExecutor(loop)) {
+                for _ in 0..<3 {
+                    let (before, after, value) = try await pool.withConnection { connection in
+                        let before = loop.inEventLoop
+                        let value = try await connection.query("SELECT 41 + 1")[0].decode(Int.self, at: 0)
+                        return (before, loop.inEventLoop, value)
+                    }
+                    #expect(value == 42)
+                    #expect(before && after, "the body ran on the caller's loop, before and after its round trip")
+                    #expect(loop.inEventLoop)
+                }
+            }
+        }
+        #expect(pool.statistics.connectionsOpened == MultiThreadedEventLoopGroup.singleton.makeIterator().map { $0 }.count)
     }
 
     @Test("an exhausted pool makes callers wait, then times out with a clear error")
@@ -300,3 +325,13 @@ struct PoolTests {
 }
 
 import Synchronization
+
+/// Runs a task's jobs on one NIO event loop, as Baton's server runs its requests.
+private final class LoopExecutor: TaskExecutor, Sendable {
+    let loop: any EventLoop
+    init(_ loop: any EventLoop) { self.loop = loop }
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
