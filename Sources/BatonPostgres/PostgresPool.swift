@@ -160,8 +160,7 @@ public final class PostgresPool: Sendable {
         // Back to the caller's thread, unless the body ran there: code after the body must not
         // hold up the connection's loop when that is not the caller's. When the caller came from
         // an event loop (Baton's server installs NIO as the global executor), it resumes on that
-        // same loop, so its response is
-        // written without another thread hop.
+        // same loop, so its response is written without another thread hop.
         if let home, home.inEventLoop { return try result.get() }
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
             if let home { home.execute { continuation.resume() } } else { slot.loop.execute { continuation.resume() } }
