@@ -31,4 +31,7 @@ if [ $# -gt 0 ]; then
 else
   run --skip "$faults"
   run --no-parallel --filter "$faults"
+  # The database client again with its connections on the HTTP event loops instead of threads
+  # of their own (BATON_DB_LOOPS=0, docs/operations.md).
+  BATON_DB_LOOPS=0 run --filter BatonPostgresTests
 fi

@@ -5,9 +5,8 @@ import Synchronization
 /// A thread that drives libpq connections without blocking: it runs Swift jobs and waits for
 /// sockets in one `poll(2)` loop, the way pgbench drives its connections from one thread.
 ///
-/// Pools use these only when `BATON_DB_LOOPS` is set (the design before the event loops drove
-/// the connections, kept to compare the two; docs/benchmarks.md); by default connections run
-/// on NIO's event loops (``EventLoopDatabaseLoop``).
+/// Pools use these unless `BATON_DB_LOOPS=0` puts their connections on NIO's event loops
+/// (``EventLoopDatabaseLoop``; docs/benchmarks.md compares the two).
 ///
 /// A body that uses a connection runs with this loop as its task executor (see
 /// ``PostgresPool/withConnection(timeout:_:)``). Sending a statement is a non-blocking libpq
@@ -19,7 +18,7 @@ import Synchronization
 /// Everything the loop owns (waiters, timers) is touched only on its thread; other threads
 /// reach it through ``execute(_:)``, which wakes it through a pipe only when it sleeps.
 public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
-    /// The loops every pool shares when `BATON_DB_LOOPS` is set: that many of them (1–64).
+    /// The loops every pool shares: `BATON_DB_LOOPS` of them (1–64), else 8.
     ///
     /// A body's own CPU work (the flow step, rendering, encoding) runs on its connection's
     /// loop, and while it runs, that loop's other connections wait for their answers to be

@@ -4,16 +4,16 @@ import NIOPosix
 import Foundation
 import Synchronization
 
-/// A bounded pool of non-blocking libpq connections, driven by NIO's event loops (see
-/// ``DatabaseLoop``).
+/// A bounded pool of non-blocking libpq connections, driven by ``DatabaseLoop``s: database
+/// threads of their own (``PostgresEventLoop``), or NIO's event loops (`BATON_DB_LOOPS=0`).
 ///
-/// ``withConnection(timeout:_:)`` leases a connection — one on the caller's own event loop
-/// when one is idle — and runs its body with the connection's loop as the task executor: the
-/// body's statements are sent without blocking and their answers read on that thread, which
-/// serves HTTP connections and database connections alike, as pgbench's one thread serves all
-/// of its. A request on the connection's loop makes no hop at all; no thread is blocked in
-/// libpq, so a deadline can end a wait at once. Opening a connection (which blocks in libpq)
-/// happens off the loops.
+/// ``withConnection(timeout:_:)`` leases a connection — one on the caller's own loop when one
+/// is idle — and runs its body with the connection's loop as the task executor: the body's
+/// statements are sent without blocking and the loop's thread waits for its connections'
+/// sockets at once, as pgbench does. On database threads a request costs one hop onto the
+/// loop and one back to its event loop; on the event loops, none when the connection is on
+/// the caller's. No thread is blocked in libpq, so a deadline can end a wait at once. Opening
+/// a connection (which blocks in libpq) happens off the loops.
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
@@ -104,11 +104,13 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    /// The loops that drive the pools' connections: NIO's event loops, the threads that serve
-    /// HTTP, unless `BATON_DB_LOOPS` asks for that many database threads of their own instead
-    /// (the design before; kept to compare, see docs/benchmarks.md).
+    /// The loops that drive the pools' connections: database threads of their own
+    /// (`BATON_DB_LOOPS`, default 8), or with `BATON_DB_LOOPS=0` NIO's event loops, the threads
+    /// that serve HTTP. Measured on 2 cores (docs/benchmarks.md, "The database on the event
+    /// loops"): the event loops cut p99 and thread switches under load, but cost more CPU per
+    /// command at low concurrency, so the threads stay the default.
     static let loops: [any DatabaseLoop] =
-        ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == nil ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
+        ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0" ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
 
     /// The pool's configuration.
     public let configuration: Configuration

@@ -32,7 +32,9 @@ struct PoolTests {
         }
     }
 
-    @Test("a caller on an event loop gets a connection driven by that loop: its statements are sent and answered there, no hop")
+    @Test(
+        "on the event loops (BATON_DB_LOOPS=0), a caller gets a connection driven by its own loop: statements sent and answered there, no hop",
+        .enabled(if: ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0", "scripts/test.sh runs this suite again with it"))
     func onTheCallersLoop() async throws {
         let conninfo = try await TestDatabase.make()
         let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 4, callTimeout: Self.callTimeout))
