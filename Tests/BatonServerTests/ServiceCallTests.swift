@@ -325,8 +325,8 @@ struct ServiceCallTests {
                 // while the calls hang, the pool empties (a call that held one would keep 8 busy).
                 // The figure asserted is the one the loop saw: reading it again could catch the
                 // next command's brief transaction. Up to 0.8 s, within the calls' 1.2 s: the
-                // connections' transactions run on the event loops, which the whole suite shares
-                // (one run at 0.3 s caught the last commands still at it).
+                // suite runs many tests at once on two cores (one run, with the connections on
+                // the event loops, caught the last commands still at it after 0.3 s).
                 var statistics = environment.pool.statistics
                 for _ in 0..<80 where statistics.inUse > 0 {
                     try await Task.sleep(for: .milliseconds(10))
