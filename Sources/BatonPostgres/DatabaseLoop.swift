@@ -143,6 +143,12 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
         let relay = pair[0]
         for descriptor in [relay, socket] { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
         _ = fcntl(relay, F_SETFD, FD_CLOEXEC)
+        #if canImport(Darwin)
+        // No MSG_NOSIGNAL here: neither end may raise SIGPIPE (libpq set this on the socket it
+        // opened, which its descriptor no longer is).
+        var on: Int32 = 1
+        for descriptor in [relay, socket] { setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size)) }
+        #endif
         let encrypted = PQsslInUse(connection.handle) == 1 || PQgssEncInUse(connection.handle) == 1
         let driver = RelayDriver(relay: relay, loop: self, encrypted: encrypted)
         let channel: any Channel
@@ -198,6 +204,12 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
         self.encrypted = encrypted
     }
 
+    #if canImport(Glibc)
+    private static let noSignal = Int32(MSG_NOSIGNAL)
+    #else
+    private static let noSignal: Int32 = 0  // the pair's ends carry SO_NOSIGPIPE instead (see `bind`)
+    #endif
+
     // MARK: The server's side (NIO)
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -228,7 +240,9 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
     /// Writes what fits into the pair.
     private func deliver(_ bytes: inout ByteBuffer) {
         while bytes.readableBytes > 0, !closed {
-            let written = bytes.withUnsafeReadableBytes { write(relay, $0.baseAddress, $0.count) }
+            // Not `write`: once libpq's end is closed or shut down (a finished or cut connection)
+            // that would raise SIGPIPE and end the process; this fails with EPIPE instead.
+            let written = bytes.withUnsafeReadableBytes { send(relay, $0.baseAddress, $0.count, Self.noSignal) }
             if written > 0 {
                 bytes.moveReaderIndex(forwardBy: written)
                 unread += written
