@@ -26,19 +26,17 @@ protocol DatabaseLoop: TaskExecutor, AnyObject, Sendable {
 /// How a connection bound to a ``DatabaseLoop`` learns that its socket is ready. Used only on
 /// the loop's thread.
 protocol SocketDriver: AnyObject {
-    /// Suspends until libpq's socket is ready for `events` (`POLLIN`, `POLLOUT`) or ``wake()``
-    /// ends the wait; returns what is ready (0 when woken).
+    /// Suspends until libpq's socket is ready for `events` (`POLLIN`, `POLLOUT`) or ``cut(socket:)``
+    /// ends the wait; returns what is ready (0 when cut).
     func wait(socket: Int32, for events: Int16) async -> Int16
-    /// Ends a wait at once (a deadline passed; the caller checks why).
-    func wake()
     /// libpq wrote to its socket: what it wrote goes on to the server now.
     func sent()
     /// libpq just read from its socket (`PQconsumeInput`).
     func consumed()
     /// Whether the server has sent something libpq has not read; nil when only the socket knows.
     var serverSpoke: Bool? { get }
-    /// Cuts the connection to the server for good: libpq reads its end, the server sees its
-    /// client gone (and rolls back).
+    /// Cuts the connection to the server for good (a deadline passed; the caller checks why):
+    /// a wait ends at once, libpq reads its end, the server sees its client gone (and rolls back).
     func cut(socket: Int32)
     /// The connection was finished (`PQfinish`): release what the driver holds.
     func close()
@@ -59,14 +57,10 @@ protocol SocketDriver: AnyObject {
 final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
     let eventLoop: any EventLoop
     // Loop-thread only:
-    /// Pending timers, in the order they were set. Almost every one is cancelled long before it
-    /// is due (a call's deadline, an idle snapshot's grace), so setting and cancelling one must
-    /// cost next to nothing: NIO is asked for one wake-up, at the earliest due, only when that
-    /// moves earlier.
-    private var timers: [(id: Int, due: NIODeadline, action: () -> Void)] = []
-    private var nextTimerID = 0
-    /// When the NIO task that runs due timers is armed for, if it is.
-    private var armedFor: NIODeadline?
+    private var timers = LoopTimers()
+    /// When the NIO task that runs due timers is armed for, if it is: NIO is asked for one
+    /// wake-up, at the earliest due, only when that moves earlier.
+    private var armedFor: ContinuousClock.Instant?
 
     private init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 
@@ -86,37 +80,31 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
 
     func schedule(after delay: Duration, _ action: @escaping () -> Void) -> Int {
         precondition(inLoop)
-        nextTimerID += 1
-        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
-        let due = NIODeadline.now() + .nanoseconds(max(0, nanoseconds))
-        timers.append((nextTimerID, due, action))
+        let due = ContinuousClock.now + delay
+        let id = timers.add(due: due, action)
         if armedFor.map({ due < $0 }) ?? true { arm(for: due) }
-        return nextTimerID
+        return id
     }
 
     func cancelTimer(_ id: Int) {
         precondition(inLoop)
-        if let index = timers.firstIndex(where: { $0.id == id }) { timers.remove(at: index) }
+        timers.cancel(id)
     }
 
-    private func arm(for due: NIODeadline) {
+    private func arm(for due: ContinuousClock.Instant) {
         armedFor = due
-        eventLoop.assumeIsolated().scheduleTask(deadline: due) { [self] in fire(armedFor: due) }
+        let wait = max(.zero, due - .now)
+        let nanoseconds = wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
+        eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in fire(armedFor: due) }
     }
 
     /// Runs the timers that are due, then arms for the earliest left. A wake-up that an
     /// earlier one has superseded does nothing but run what is due.
-    private func fire(armedFor due: NIODeadline) {
-        let now = NIODeadline.now()
-        var ready: [() -> Void] = []
-        timers.removeAll { timer in
-            guard timer.due <= now else { return false }
-            ready.append(timer.action)
-            return true
-        }
+    private func fire(armedFor due: ContinuousClock.Instant) {
+        let ready = timers.takeDue(by: .now)
         if armedFor == due {
             armedFor = nil
-            if let next = timers.min(by: { $0.due < $1.due })?.due { arm(for: next) }
+            if let next = timers.earliest { arm(for: next) }
         }
         for action in ready { action() }
     }
@@ -305,8 +293,6 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
         }
     }
 
-    func wake() { resume(0) }
-
     func sent() {
         guard let channel, !closed else { return }
         let chunk = 16 * 1024
@@ -338,7 +324,7 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
     func cut(socket: Int32) {
         shutdown(socket, Int32(SHUT_RDWR))
         channel?.close(promise: nil)
-        wake()
+        resume(0)
     }
 
     func close() {
@@ -357,6 +343,42 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
     }
 }
 
+// MARK: - Timers
+
+/// A database loop's timers, touched only on its thread. Almost every one is cancelled long
+/// before it is due (a call's deadline, an idle snapshot's grace), so setting one is an append
+/// and cancelling one a search among the few pending.
+struct LoopTimers {
+    private var timers: [(id: Int, due: ContinuousClock.Instant, action: () -> Void)] = []
+    private var nextID = 0
+
+    mutating func add(due: ContinuousClock.Instant, _ action: @escaping () -> Void) -> Int {
+        nextID += 1
+        timers.append((nextID, due, action))
+        return nextID
+    }
+
+    mutating func cancel(_ id: Int) {
+        if let index = timers.firstIndex(where: { $0.id == id }) { timers.remove(at: index) }
+    }
+
+    var isEmpty: Bool { timers.isEmpty }
+
+    var earliest: ContinuousClock.Instant? { timers.min { $0.due < $1.due }?.due }
+
+    /// Removes the timers due by `now` and returns their actions, in the order they were set.
+    mutating func takeDue(by now: ContinuousClock.Instant) -> [() -> Void] {
+        guard timers.contains(where: { $0.due <= now }) else { return [] }
+        var ready: [() -> Void] = []
+        timers.removeAll { timer in
+            guard timer.due <= now else { return false }
+            ready.append(timer.action)
+            return true
+        }
+        return ready
+    }
+}
+
 // MARK: - Database threads
 
 extension PostgresEventLoop: DatabaseLoop {
@@ -369,17 +391,11 @@ extension PostgresEventLoop: DatabaseLoop {
 /// A connection on a ``PostgresEventLoop``: the loop's `poll` watches libpq's socket itself.
 final class PollDriver: SocketDriver {
     private let loop: PostgresEventLoop
-    private var socket: Int32 = -1
 
     init(loop: PostgresEventLoop) { self.loop = loop }
 
     func wait(socket: Int32, for events: Int16) async -> Int16 {
-        self.socket = socket
-        return await loop.wait(socket: socket, for: events)
-    }
-
-    func wake() {
-        if socket >= 0 { loop.wake(socket: socket) }
+        await loop.wait(socket: socket, for: events)
     }
 
     func sent() {}

@@ -50,12 +50,6 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         var continuation: UnsafeContinuation<Int16, Never>
     }
 
-    private struct Timer {
-        var id: Int
-        var due: ContinuousClock.Instant
-        var action: () -> Void
-    }
-
     private let inbox = Mutex(Inbox())
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -63,8 +57,7 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     private let started = DispatchSemaphore(value: 0)
     // Loop-thread only:
     private var waiters: [Int32: Waiter] = [:]
-    private var timers: [Timer] = []
-    private var nextTimerID = 0
+    private var timers = LoopTimers()
 
     private init(name: String) {
         var fds: [Int32] = [0, 0]
@@ -138,14 +131,12 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     /// Runs `action` on the loop after `delay`, unless cancelled first. Loop thread only.
     func schedule(after delay: Duration, _ action: @escaping () -> Void) -> Int {
         precondition(inLoop)
-        nextTimerID += 1
-        timers.append(Timer(id: nextTimerID, due: .now + delay, action: action))
-        return nextTimerID
+        return timers.add(due: .now + delay, action)
     }
 
     func cancelTimer(_ id: Int) {
         precondition(inLoop)
-        timers.removeAll { $0.id == id }
+        timers.cancel(id)
     }
 
     // MARK: - The loop
@@ -172,8 +163,7 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                 count += 1
             }
             var timeout: Int32 = -1
-            if var due = timers.first?.due {
-                for timer in timers where timer.due < due { due = timer.due }
+            if let due = timers.earliest {
                 let left = due - .now
                 timeout = left <= .zero ? 0 : Int32(min(1000, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1))
             }
@@ -198,18 +188,7 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                     }
                 }
             }
-            if !timers.isEmpty {
-                let now = ContinuousClock.now
-                var index = 0
-                while index < timers.count {
-                    if timers[index].due <= now {
-                        let timer = timers.remove(at: index)
-                        timer.action()
-                    } else {
-                        index += 1
-                    }
-                }
-            }
+            if !timers.isEmpty { for action in timers.takeDue(by: .now) { action() } }
         }
     }
 }

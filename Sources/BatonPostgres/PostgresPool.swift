@@ -155,7 +155,7 @@ public final class PostgresPool: Sendable {
         let deadline = ContinuousClock.now + limit
         // The caller's event loop, before waiting for a connection may move it to another.
         let home = MultiThreadedEventLoopGroup.currentEventLoop
-        let slot = try await acquire(deadline: deadline)
+        let slot = try await acquire(deadline: deadline, home: home)
         let result = await Result {
             try await withTaskExecutorPreference(slot.loop) { try await run(body, on: slot, deadline: deadline, limit: limit) }
         }
@@ -227,7 +227,7 @@ public final class PostgresPool: Sendable {
 
     // MARK: - Leases
 
-    private func acquire(deadline: ContinuousClock.Instant) async throws -> Slot {
+    private func acquire(deadline: ContinuousClock.Instant, home: (any EventLoop)?) async throws -> Slot {
         let started = ContinuousClock.now
         enum First { case slot(Slot), wait(Int) }
         let first = try state.withLock { state -> First in
@@ -249,7 +249,7 @@ public final class PostgresPool: Sendable {
         case .wait(let id):
             let slot = try await withTaskCancellationHandler {
                 try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Slot, any Error>) in
-                    wait(id: id, continuation: continuation, deadline: deadline)
+                    wait(id: id, continuation: continuation, deadline: deadline, home: home)
                 }
             } onCancel: {
                 if let waiter = removeWaiter(id) {
@@ -261,10 +261,9 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    private func wait(id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant) {
+    private func wait(id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant, home: (any EventLoop)?) {
         // The acquire timeout or the call's deadline, whichever is first.
         let acquireBy = ContinuousClock.now + configuration.acquireTimeout
-        let home = Self.loops.first { $0.inLoop }
         let byDeadline = deadline < acquireBy
         let due = byDeadline ? deadline : acquireBy
         // A slot freed since the first look, or the pool closed: no need to queue.
@@ -344,9 +343,9 @@ public final class PostgresPool: Sendable {
     private func release(_ slot: Slot) {
         let waiter = state.withLock { state -> Waiter? in
             if !state.waiters.isEmpty {
-                // A waiter near the head on the slot's own loop goes first: its body then runs
-                // where it already is, with no hop to the slot's loop and back.
-                let index = state.waiters.prefix(4).firstIndex { $0.home === slot.loop } ?? state.waiters.startIndex
+                // A waiter near the head on the slot's own loop (release runs there) goes first: its
+                // body then runs where it already is, with no hop to the slot's loop and back.
+                let index = state.waiters.prefix(4).firstIndex { $0.home?.inEventLoop == true } ?? state.waiters.startIndex
                 return state.waiters.remove(at: index)
             }
             state.busy -= 1
@@ -536,8 +535,8 @@ private struct Waiter {
     /// When it stops waiting: the acquire timeout, or the call's deadline if that is sooner.
     var due: ContinuousClock.Instant
     var byDeadline: Bool
-    /// The loop the caller waits on, if it is one of the pools' loops.
-    var home: (any DatabaseLoop)?
+    /// The event loop the caller waits on, if any.
+    var home: (any EventLoop)?
 }
 
 /// What the deadline's timer and the running call share; touched only on the slot's loop.
