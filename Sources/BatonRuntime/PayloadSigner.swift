@@ -144,7 +144,8 @@ public struct PayloadSigner: Sendable {
 
         func authenticationCode(for bytes: [UInt8]) -> HMAC<SHA256>.MAC {
             var mac = keyed
-            mac.update(data: bytes)
+            // As a raw buffer: an array goes through `DataProtocol`'s generic regions.
+            bytes.withUnsafeBytes { mac.update(data: $0) }
             return mac.finalize()
         }
 

@@ -20,6 +20,8 @@ public final class BearerAuthenticator: Sendable {
     private let leeway: Duration
     private let maxLifetime: Duration?
     private let clock: @Sendable () -> Date
+    /// Tokens whose signature verified: the checks after it still run on every request.
+    let verified: VerifiedTokens<Claims>
     /// Whether any key is configured (without one, bearer tokens are refused).
     public let isConfigured: Bool
 
@@ -68,9 +70,11 @@ public final class BearerAuthenticator: Sendable {
     ///   - maxLifetime: the longest `exp − iat` (or `exp − now` without `iat`, or with one in the
     ///     future) accepted; nil: any.
     ///   - clock: now (tests move it).
+    ///   - rememberedTokens: how many verified tokens to remember, in each of the cache's two
+    ///     generations (``VerifiedTokens``); 0 verifies every token's signature every time.
     public init(
         hs256Secret: String?, publicKeys: String?, issuer: String?, audience: String?, leeway: Duration = .seconds(60),
-        maxLifetime: Duration? = nil, clock: @escaping @Sendable () -> Date = { Date() }
+        maxLifetime: Duration? = nil, clock: @escaping @Sendable () -> Date = { Date() }, rememberedTokens: Int = 1024
     ) async throws {
         let keys = JWTKeyCollection()
         var keyIDs = Set<String>()
@@ -106,6 +110,7 @@ public final class BearerAuthenticator: Sendable {
         self.leeway = leeway
         self.maxLifetime = maxLifetime
         self.clock = clock
+        self.verified = VerifiedTokens(capacity: rememberedTokens)
         self.isConfigured = configured
     }
 
@@ -276,8 +281,11 @@ public final class BearerAuthenticator: Sendable {
         guard isConfigured else { throw Failure(description: "bearer tokens are not accepted here (no keys configured)") }
         guard token.utf8.count <= 8192 else { throw Failure(description: "the bearer token is too long") }
         let claims: Claims
-        if let hs256, let fast = Self.hs256Claims(ofToken: token, keyed: hs256) {
+        if let known = verified.claims(of: token) {
+            claims = known
+        } else if let hs256, let fast = Self.hs256Claims(ofToken: token, keyed: hs256) {
             claims = fast
+            verified.remember(token, claims: fast)
         } else {
             // jwt-kit verifies a token whose kid it does not know with the default key; a kid is
             // the issuer saying which key signed, so one naming no configured key is refused.
@@ -289,6 +297,7 @@ public final class BearerAuthenticator: Sendable {
             } catch {
                 throw Failure(description: "the bearer token is not valid")
             }
+            verified.remember(token, claims: claims)
         }
         let now = clock()
         let leewaySeconds = Self.seconds(leeway)
