@@ -134,24 +134,21 @@ public struct PayloadSigner: Sendable {
     private struct MACKey: Sendable {
         let id: String
         let key: SymmetricKey
-        let keyed: HMAC<SHA256>
+        let keyed: HMACSHA256
 
         init(id: String, key: SymmetricKey) {
             self.id = id
             self.key = key
-            self.keyed = HMAC<SHA256>(key: key)
+            self.keyed = key.withUnsafeBytes { HMACSHA256(key: $0) }
         }
 
-        func authenticationCode(for bytes: [UInt8]) -> HMAC<SHA256>.MAC {
-            var mac = keyed
-            // As a raw buffer: an array goes through `DataProtocol`'s generic regions.
-            bytes.withUnsafeBytes { mac.update(data: $0) }
-            return mac.finalize()
+        func authenticationCode(for bytes: [UInt8]) -> SHA256.Digest {
+            bytes.withUnsafeBytes { keyed.authenticationCode(for: $0) }
         }
 
-        /// Compares in constant time (`MessageAuthenticationCode`'s `==`).
+        /// Compares in constant time.
         func isValid(_ mac: [UInt8], for bytes: [UInt8]) -> Bool {
-            authenticationCode(for: bytes) == mac
+            HMACSHA256.equalInConstantTime(authenticationCode(for: bytes), mac)
         }
     }
     /// Payloads longer than this are refused unread.
