@@ -39,6 +39,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        // Tests only: a self-signed certificate for the test cluster's TLS (jwt-kit already
+        // depends on it).
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
     ],
     targets: [
         // libpq, found through pkg-config.
@@ -209,6 +212,7 @@ let package = Package(
                 "BatonServer",
                 "BatonServices",
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

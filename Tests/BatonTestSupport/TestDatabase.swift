@@ -50,9 +50,20 @@ public enum TestDatabase {
         return ("127.0.0.1", port)
     }
 
-    /// `conninfo` (a database on the test server) reached through `host:port` instead.
-    public static func conninfo(_ conninfo: String, via host: String, port: Int) throws -> String {
-        try Conninfo.replacing(conninfo, with: ["host": host, "port": String(port)])
+    /// `conninfo` (a database on the test server) reached through `host:port` instead, in
+    /// plain text unless told otherwise (the server also offers TLS on TCP).
+    public static func conninfo(_ conninfo: String, via host: String, port: Int, sslmode: String = "disable") throws -> String {
+        try Conninfo.replacing(conninfo, with: ["host": host, "port": String(port), "sslmode": sslmode])
+    }
+
+    /// `conninfo` (a database on the test server) over TCP with TLS required: the throwaway
+    /// cluster serves a self-signed certificate (``TestCertificate``).
+    public static func tlsConninfo(_ conninfo: String) async throws -> String {
+        let server = try await TestServer.shared.start()
+        guard server.tls, let port = server.tcpPort else {
+            throw TestFailure("the test database server was not started with TLS (BATON_TEST_DATABASE_URL names another server)")
+        }
+        return try Self.conninfo(conninfo, via: "127.0.0.1", port: port, sslmode: "require")
     }
 
     /// The conninfo of the server's maintenance database (to run `pg_terminate_backend` etc.).
@@ -65,6 +76,8 @@ struct StartedServer: Sendable {
     var adminConninfo: String
     /// The loopback TCP port the server also listens on (nil for an external server).
     var tcpPort: Int?
+    /// Whether it offers TLS on that port.
+    var tls = false
 }
 
 /// Starts the throwaway cluster at most once per process.
@@ -83,6 +96,7 @@ actor TestServer {
             let directory = URL(fileURLWithPath: NSTemporaryDirectory())
                 .appendingPathComponent("baton-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
             let port = try FreePort.find()
+            let tls = try TestCertificate.write(into: directory.appendingPathComponent("tls"))
             let cluster = EmbeddedPostgres(
                 configuration: .init(
                     directory: directory, databaseName: "postgres",
@@ -90,13 +104,15 @@ actor TestServer {
                     settings: [
                         "fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                         "max_connections": "300", "shared_buffers": "64MB",
+                        // TLS on the TCP port, for the tests of encrypted connections.
+                        "ssl": "on", "ssl_cert_file": tls.certificate, "ssl_key_file": tls.key,
                     ], port: port, tcpLoopback: true))
             let conninfo = try cluster.start()
             ThrowawayCluster.register(cluster, directory: directory)
             // If this process dies without running atexit (a crash, SIGKILL), the watchdog
             // still stops the cluster and deletes it.
             try cluster.stopWhenThisProcessExits(removeDirectory: true)
-            server = StartedServer(adminConninfo: conninfo, tcpPort: port)
+            server = StartedServer(adminConninfo: conninfo, tcpPort: port, tls: true)
         }
         started = server
         return server
