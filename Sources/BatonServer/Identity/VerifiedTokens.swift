@@ -8,8 +8,8 @@ import Synchronization
 /// Only the signature's verdict is remembered. The checks that depend on the clock or the
 /// configuration (`exp`, `nbf`, the lifetime, `iss`, `aud`, the subject) run on every request,
 /// so a cached token stops working the moment it expires. A token is found only by its exact
-/// text, so no altered token can hit an entry. Refused tokens are not remembered: an attacker
-/// can fill nothing with them.
+/// text, so no altered token can hit an entry, and one whose signature fails is never
+/// remembered: without the key, nobody can put a token here.
 ///
 /// Bounded in two generations (an approximation of least-recently-used that needs no list): new
 /// tokens go into the current one; when it holds `capacity`, it becomes the previous one and
