@@ -256,14 +256,15 @@ public final class EmbeddedPostgres: Sendable {
         return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    struct ServiceUser {
-        var uid: uid_t
-        var gid: gid_t
+    /// The account the cluster's programs run as (files they must read are its).
+    package struct ServiceUser {
+        package var uid: uid_t
+        package var gid: gid_t
         var switchCommand: [String]
     }
 
     /// nil when running as a normal user; the `postgres` account when running as root.
-    static func serviceUser() throws -> ServiceUser? {
+    package static func serviceUser() throws -> ServiceUser? {
         guard geteuid() == 0 else { return nil }
         guard let entry = getpwnam("postgres") else {
             throw Error(

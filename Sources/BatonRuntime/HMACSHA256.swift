@@ -8,14 +8,15 @@ import Crypto
 /// lookups, `DataProtocol` regions), which was about half of what a start payload's signature
 /// cost, ten of them per screen. `SHA256` is concrete, so this runs specialized. Written by
 /// hand for that reason only; `HMACSHA256Tests` holds it to `HMAC<SHA256>` byte for byte.
-struct HMACSHA256: Sendable {
+/// Payload MACs, device tokens and HS256 bearer tokens use it.
+package struct HMACSHA256: Sendable {
     /// The hash after `key ⊕ ipad`, and after `key ⊕ opad`.
     private let inner: SHA256
     private let outer: SHA256
 
-    static let blockSize = 64
+    package static let blockSize = 64
 
-    init(key: UnsafeRawBufferPointer) {
+    package init(key: UnsafeRawBufferPointer) {
         var block = [UInt8](repeating: 0, count: Self.blockSize)
         if key.count > Self.blockSize {
             SHA256.hash(data: key).withUnsafeBytes { digest in block.replaceSubrange(0..<digest.count, with: digest) }
@@ -32,7 +33,7 @@ struct HMACSHA256: Sendable {
         self.outer = outer
     }
 
-    func authenticationCode(for message: UnsafeRawBufferPointer) -> SHA256.Digest {
+    package func authenticationCode(for message: UnsafeRawBufferPointer) -> SHA256.Digest {
         var inner = self.inner
         inner.update(bufferPointer: message)
         var outer = self.outer
@@ -41,7 +42,7 @@ struct HMACSHA256: Sendable {
     }
 
     /// Whether `mac` is `code`, in time that depends on the lengths only.
-    static func equalInConstantTime(_ code: SHA256.Digest, _ mac: [UInt8]) -> Bool {
+    package static func equalInConstantTime(_ code: SHA256.Digest, _ mac: [UInt8]) -> Bool {
         guard mac.count == SHA256.byteCount else { return false }
         return code.withUnsafeBytes { code in
             var difference: UInt8 = 0

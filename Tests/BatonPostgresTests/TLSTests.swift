@@ -81,7 +81,7 @@ struct TLSTests {
         let started = ContinuousClock.now
         let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT pg_sleep(20)") }
         #expect(error?.code == .timedOut)
-        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(ContinuousClock.now - started < .seconds(5), "answered after \(ContinuousClock.now - started)")
         var answered = false
         for _ in 0..<40 where !answered {
             answered = (try? await pool.query("SELECT 1")) != nil

@@ -1,3 +1,4 @@
+import BatonRuntime
 import Crypto
 import ExtrasBase64
 import Foundation
@@ -10,7 +11,7 @@ import Testing
 /// path may leave a token to jwt-kit, but whatever it accepts, jwt-kit must read the same way.
 @Suite struct BearerFastPathTests {
     static let secret = "a-test-secret-of-at-least-thirty-two-bytes"
-    static let keyed = HMAC<SHA256>(key: SymmetricKey(data: Array(secret.utf8)))
+    static let keyed = Array(secret.utf8).withUnsafeBytes { HMACSHA256(key: $0) }
 
     static func base64(_ text: String) -> String {
         Base64.encodeToString(bytes: Array(text.utf8), options: [.base64UrlAlphabet, .omitPaddingCharacter])

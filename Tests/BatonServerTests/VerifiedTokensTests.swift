@@ -51,6 +51,7 @@ struct VerifiedTokensTests {
         // … and accepted from the cache once its time has come.
         clock.advance(61)
         #expect(await IdentityTests.refusal(authenticator, early) == nil)
+        #expect(authenticator.verified.count == 1)
         // A lifetime the authenticator does not accept is refused on every request.
         let long = try await TestTokens.token("ana", expires: clock.read().addingTimeInterval(3 * 3600))
         for _ in 0..<2 { #expect(await IdentityTests.refusal(authenticator, long)?.hasPrefix("the bearer token lives too long") == true) }
@@ -71,6 +72,24 @@ struct VerifiedTokensTests {
             #expect(await IdentityTests.refusal(authenticator, refused) == "the bearer token is not valid")
         }
         #expect(authenticator.verified.count == 1)
+    }
+
+    @Test("a remembered token is found only by its exact bytes: a K spelt as the Kelvin sign (equal as a Swift String) is refused")
+    func exactBytes() async throws {
+        let clock = Clock()
+        let authenticator = try await Self.authenticator(clock)
+        var user = 0
+        var token = ""
+        repeat {  // a token with a K in it (most have one)
+            user += 1
+            token = try await TestTokens.token("user-\(user)", expires: clock.read().addingTimeInterval(600))
+        } while !token.contains("K")
+        #expect(try await authenticator.user(fromToken: token) == "user-\(user)")
+        let kelvin = token.replacingOccurrences(of: "K", with: "\u{212A}")
+        #expect(kelvin == token, "Swift compares strings by canonical equivalence")
+        #expect(await IdentityTests.refusal(authenticator, kelvin) == "the bearer token is not valid")
+        #expect(authenticator.verified.count == 1)
+        #expect(try await authenticator.user(fromToken: token) == "user-\(user)")
     }
 
     @Test("a token verified by jwt-kit (ES256) is remembered too")

@@ -1,3 +1,4 @@
+import BatonPostgres
 import Crypto
 import Foundation
 import X509
@@ -14,7 +15,7 @@ enum TestCertificate {
     /// Writes `server.crt` and `server.key` into `directory`, the key readable only by the
     /// account PostgreSQL runs as (it refuses a key others can read); returns their paths.
     static func write(into directory: URL) throws -> (certificate: String, key: String) {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         let key = P256.Signing.PrivateKey()
         let name = try DistinguishedName { CommonName("localhost") }
         let now = Date()
@@ -22,15 +23,20 @@ enum TestCertificate {
             version: .v3, serialNumber: Certificate.SerialNumber(), publicKey: .init(key.publicKey),
             notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(30 * 86400), issuer: name,
             subject: name, signatureAlgorithm: .ecdsaWithSHA256, extensions: Certificate.Extensions(), issuerPrivateKey: .init(key))
-        let certificatePath = directory.appendingPathComponent("server.crt").path
-        let keyPath = directory.appendingPathComponent("server.key").path
-        try certificate.serializeAsPEM().pemString.write(toFile: certificatePath, atomically: false, encoding: .utf8)
-        try key.pemRepresentation.write(toFile: keyPath, atomically: false, encoding: .utf8)
-        chmod(keyPath, 0o600)
-        // Run as root, the cluster runs as `postgres` (EmbeddedPostgres): the files are its.
-        if geteuid() == 0, let account = getpwnam("postgres") {
-            for path in [certificatePath, keyPath] { chown(path, account.pointee.pw_uid, account.pointee.pw_gid) }
+        let files = [
+            (directory.appendingPathComponent("server.crt").path, try certificate.serializeAsPEM().pemString, 0o644),
+            (directory.appendingPathComponent("server.key").path, key.pemRepresentation, 0o600),
+        ]
+        // Run as root, the cluster runs as another account (EmbeddedPostgres): the files are its.
+        let owner = try EmbeddedPostgres.serviceUser()
+        for (path, text, mode) in files {
+            guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode]),
+                chmod(path, mode_t(mode)) == 0,  // whatever the umask left
+                owner.map({ chown(path, $0.uid, $0.gid) == 0 }) ?? true
+            else {
+                throw TestFailure("could not write \(path) for the test cluster's TLS (errno \(errno))")
+            }
         }
-        return (certificatePath, keyPath)
+        return (files[0].0, files[1].0)
     }
 }

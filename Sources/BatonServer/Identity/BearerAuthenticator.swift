@@ -1,4 +1,5 @@
 import BatonJSON
+import BatonRuntime
 import Crypto
 import ExtrasBase64
 import Foundation
@@ -12,7 +13,7 @@ public final class BearerAuthenticator: Sendable {
     private let keys: JWTKeyCollection
     /// The HS256 secret's HMAC state, set up once: the fast path below starts each check from a
     /// copy of it.
-    private let hs256: HMAC<SHA256>?
+    private let hs256: HMACSHA256?
     /// The `kid`s tokens may name: the public keys' names.
     private let keyIDs: Set<String>
     private let issuer: String?
@@ -79,13 +80,13 @@ public final class BearerAuthenticator: Sendable {
         let keys = JWTKeyCollection()
         var keyIDs = Set<String>()
         var configured = false
-        var hs256: HMAC<SHA256>?
+        var hs256: HMACSHA256?
         if let secret = hs256Secret, !secret.isEmpty {
             guard secret.utf8.count >= 16 else {
                 throw Failure(description: "BATON_JWT_HS256_SECRET must be at least 16 bytes")
             }
             await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
-            hs256 = HMAC<SHA256>(key: SymmetricKey(data: Array(secret.utf8)))
+            hs256 = Array(secret.utf8).withUnsafeBytes { HMACSHA256(key: $0) }
             configured = true
         }
         for (index, entry) in Self.pemEntries(publicKeys).enumerated() {
@@ -187,7 +188,7 @@ public final class BearerAuthenticator: Sendable {
     /// differently), no claim named twice, and every claim of the type jwt-kit decodes it as.
     /// Anything else — another algorithm, a `kid`, a claim of another type, a signature that
     /// does not match — goes to jwt-kit, so this never accepts a token jwt-kit would refuse.
-    static func hs256Claims(ofToken token: String, keyed: HMAC<SHA256>) -> Claims? {
+    static func hs256Claims(ofToken token: String, keyed: HMACSHA256) -> Claims? {
         var token = token
         return token.withUTF8 { bytes -> Claims? in
             guard let first = bytes.firstIndex(of: UInt8(ascii: ".")),
@@ -202,10 +203,8 @@ public final class BearerAuthenticator: Sendable {
                 occurrences(of: algMember, in: header) == 1, occurrences(of: kidMember, in: header) == 0,
                 case .object(let headerMembers)? = try? JSONValue.parse(header), headerMembers["alg"]?.stringValue == "HS256"
             else { return nil }
-            var mac = keyed
-            mac.update(data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<second])))
-            // Compared in constant time (`MessageAuthenticationCode`'s `==`).
-            guard mac.finalize() == signature else { return nil }
+            let mac = keyed.authenticationCode(for: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<second])))
+            guard HMACSHA256.equalInConstantTime(mac, signature) else { return nil }
             guard claimMembers.allSatisfy({ occurrences(of: $0, in: payload) <= 1 }),
                 case .object(let claims)? = try? JSONValue.parse(payload),
                 case .string(let subject)? = claims["sub"], let expires = date(claims["exp"]) ?? nil
