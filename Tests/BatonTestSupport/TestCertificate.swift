@@ -15,7 +15,11 @@ enum TestCertificate {
     /// Writes `server.crt` and `server.key` into `directory`, the key readable only by the
     /// account PostgreSQL runs as (it refuses a key others can read); returns their paths.
     static func write(into directory: URL) throws -> (certificate: String, key: String) {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // Searchable by the cluster's account whatever the umask (the key itself is not readable).
+        guard chmod(directory.path, 0o755) == 0 else {
+            throw TestFailure("could not open \(directory.path) to the test cluster's account (errno \(errno))")
+        }
         let key = P256.Signing.PrivateKey()
         let name = try DistinguishedName { CommonName("localhost") }
         let now = Date()
