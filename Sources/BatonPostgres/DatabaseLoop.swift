@@ -93,9 +93,7 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
 
     private func arm(for due: ContinuousClock.Instant) {
         armedFor = due
-        let wait = max(.zero, due - .now)
-        let nanoseconds = wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000
-        eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in fire(armedFor: due) }
+        eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(max(.zero, due - .now))) { [self] in fire(armedFor: due) }
     }
 
     /// Runs the timers that are due, then arms for the earliest left. A wake-up that an

@@ -96,10 +96,11 @@ public final class PostgresPool: Sendable {
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
 
-        /// An idle slot: the most recently used one on the calling thread's loop if there is one
-        /// (the body then runs where its caller is, with no hop), else the most recently used.
+        /// An idle slot: on the event loops, the most recently used one on the calling thread's
+        /// loop if there is one (the body then runs where its caller is, with no hop); else the
+        /// most recently used.
         mutating func takeIdle() -> Slot? {
-            if let index = idle.lastIndex(where: { $0.loop.inLoop }) { return idle.remove(at: index) }
+            if PostgresPool.callersShareLoops, let index = idle.lastIndex(where: { $0.loop.inLoop }) { return idle.remove(at: index) }
             return idle.popLast()
         }
     }
@@ -109,8 +110,12 @@ public final class PostgresPool: Sendable {
     /// that serve HTTP. Measured on 2 cores (docs/benchmarks.md, "The database on the event
     /// loops"): the event loops cut p99 and thread switches under load, but cost more CPU per
     /// command at low concurrency, so the threads stay the default.
-    static let loops: [any DatabaseLoop] =
-        ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0" ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
+    static let loops: [any DatabaseLoop] = callersShareLoops ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
+
+    /// Whether the loops are the threads requests run on (the event loops), so a lease can
+    /// prefer a connection on its caller's loop; database threads never are, so with them the
+    /// pool does not look.
+    static let callersShareLoops = ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0"
 
     /// The pool's configuration.
     public let configuration: Configuration
@@ -292,7 +297,7 @@ public final class PostgresPool: Sendable {
     /// arms itself again for the earliest left. A waiter served before its time costs nothing.
     private func scheduleSweep(at due: ContinuousClock.Instant) {
         let wait = max(.zero, due - .now)
-        timerLoop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) { self.sweepWaiters(armedFor: due) }
+        timerLoop.scheduleTask(in: TimeAmount(wait)) { self.sweepWaiters(armedFor: due) }
     }
 
     private func sweepWaiters(armedFor due: ContinuousClock.Instant) {
@@ -345,6 +350,7 @@ public final class PostgresPool: Sendable {
             if !state.waiters.isEmpty {
                 // A waiter near the head on the slot's own loop (release runs there) goes first: its
                 // body then runs where it already is, with no hop to the slot's loop and back.
+                guard Self.callersShareLoops else { return state.waiters.popFirst() }
                 let index = state.waiters.prefix(4).firstIndex { $0.home?.inEventLoop == true } ?? state.waiters.startIndex
                 return state.waiters.remove(at: index)
             }
@@ -507,12 +513,6 @@ public final class PostgresPool: Sendable {
         }
         thread.name = "baton-db-probe"
         thread.start()
-    }
-}
-
-extension Duration {
-    fileprivate var nanoseconds: Int64 {
-        components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
     }
 }
 

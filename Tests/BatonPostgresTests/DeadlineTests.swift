@@ -25,11 +25,15 @@ struct DeadlineTests {
         await pool.close()
     }
 
-    @Test("a call past its deadline answers timedOut at once; the connection is cut and replaced; the pool recovers")
-    func deadline() async throws {
+    @Test(
+        "a call past its deadline answers timedOut at once; the connection is cut and replaced; the pool recovers (also over TLS)",
+        arguments: [false, true])
+    func deadline(tls: Bool) async throws {
+        let database = try await TestDatabase.make()
         let pool = PostgresPool(
             configuration: .init(
-                conninfo: try await TestDatabase.make(), maxConnections: 2, callTimeout: .seconds(1), limits: .init(statement: .seconds(30))))
+                conninfo: tls ? try await TestDatabase.tlsConninfo(database) : database, maxConnections: 2, callTimeout: .seconds(1),
+                limits: .init(statement: .seconds(30))))
         let started = ContinuousClock.now
         let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT pg_sleep(20)") }
         let took = ContinuousClock.now - started

@@ -8,13 +8,15 @@ import Testing
 /// socket works when what libpq reads and writes is not what crosses the network: on the
 /// database threads (the default) and, in `scripts/test.sh`'s pass with `BATON_DB_LOOPS=0`,
 /// through the relay between the event loops and the socket pair, where libpq may hold
-/// decrypted bytes the socket no longer shows.
+/// decrypted bytes the socket no longer shows. Large values and a deadline over TLS are in
+/// ValueTests and DeadlineTests, beside the same tests without it.
 @Suite("TLS to the database")
 struct TLSTests {
-    static func pool(callTimeout: Duration = .seconds(30), maxConnections: Int = 2) async throws -> PostgresPool {
+    /// A pool of two encrypted connections to a fresh database.
+    static func pool(callTimeout: Duration = .seconds(30)) async throws -> PostgresPool {
         PostgresPool(
             configuration: .init(
-                conninfo: try await TestDatabase.tlsConninfo(try await TestDatabase.make()), maxConnections: maxConnections,
+                conninfo: try await TestDatabase.tlsConninfo(try await TestDatabase.make()), maxConnections: 2,
                 callTimeout: callTimeout, limits: .init(statement: .seconds(25))))
     }
 
@@ -62,33 +64,6 @@ struct TLSTests {
                 #expect(try await connection.query("SELECT 'after the notices'")[0].decode(String.self, at: 0) == "after the notices")
             }
         }
-    }
-
-    @Test("large values both ways: a 10 MB text (many TLS records, more than a socket buffer holds)")
-    func largeValues() async throws {
-        let pool = try await Self.pool()
-        defer { Task { await pool.close() } }
-        let big = String(repeating: "ab€", count: 10_000_000 / 5)
-        let rows = try await pool.query("SELECT $1::text, length($1::text)", [big])
-        #expect(try rows[0].decode(String.self, at: 0) == big)
-        #expect(try rows[0].decode(Int.self, at: 1) == big.count)
-    }
-
-    @Test("a call past its deadline answers timedOut; the encrypted connection is replaced and the pool recovers")
-    func deadline() async throws {
-        let pool = try await Self.pool(callTimeout: .seconds(1))
-        defer { Task { await pool.close() } }
-        let started = ContinuousClock.now
-        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT pg_sleep(20)") }
-        #expect(error?.code == .timedOut)
-        #expect(ContinuousClock.now - started < .seconds(5), "answered after \(ContinuousClock.now - started)")
-        var answered = false
-        for _ in 0..<40 where !answered {
-            answered = (try? await pool.query("SELECT 1")) != nil
-            if !answered { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        #expect(answered)
-        #expect(pool.statistics.connectionsDiscarded >= 1)
     }
 
     @Test("LISTEN over TLS: notifications arrive", .timeLimit(.minutes(1)))

@@ -45,8 +45,10 @@ struct ValueTests {
         #expect(try rows[0].decode(Data.self, at: 0) == Data(bytes))
     }
 
-    @Test("large values: a 10 MB text and a 5 MB bytea")
-    func largeValues() async throws {
+    @Test("large values: a 10 MB text and a 5 MB bytea (also over TLS: many records, more than a socket buffer holds)", arguments: [false, true])
+    func largeValues(tls: Bool) async throws {
+        let pool = tls ? try await TLSTests.pool() : try await self.pool
+        defer { if tls { Task { await pool.close() } } }
         let big = String(repeating: "ab€", count: 10_000_000 / 5)
         let rows = try await pool.query("SELECT $1::text, md5($1::text)", [big])
         #expect(try rows[0].decode(String.self, at: 0) == big)
