@@ -12,12 +12,14 @@ import Testing
 /// ValueTests and DeadlineTests, beside the same tests without it.
 @Suite("TLS to the database")
 struct TLSTests {
-    /// A pool of two encrypted connections to a fresh database.
+    /// A pool of two encrypted connections to a fresh database. No test here is about how
+    /// long a caller queues (64 callers queue on two connections while the whole suite runs on
+    /// two cores; one fresh-clone CI run timed out at the default 5 s), so the queue is patient.
     static func pool(callTimeout: Duration = .seconds(30)) async throws -> PostgresPool {
         PostgresPool(
             configuration: .init(
                 conninfo: try await TestDatabase.tlsConninfo(try await TestDatabase.make()), maxConnections: 2,
-                callTimeout: callTimeout, limits: .init(statement: .seconds(25))))
+                acquireTimeout: .seconds(60), callTimeout: callTimeout, limits: .init(statement: .seconds(25))))
     }
 
     @Test("the connection is encrypted; statements, a pipeline, a transaction and many callers at once get their answers")
