@@ -96,11 +96,12 @@ public final class PostgresPool: Sendable {
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
 
-        /// An idle slot: on the event loops, the most recently used one on the calling thread's
-        /// loop if there is one (the body then runs where its caller is, with no hop); else the
-        /// most recently used.
+        /// An idle slot: the most recently used one on the calling thread's loop if there is one
+        /// (the body then runs where its caller is, with no hop), else the most recently used.
+        /// On database threads too: a caller with no event loop of its own resumes on the loop
+        /// of its last lease, and its next lease then finds a connection there.
         mutating func takeIdle() -> Slot? {
-            if PostgresPool.callersShareLoops, let index = idle.lastIndex(where: { $0.loop.inLoop }) { return idle.remove(at: index) }
+            if let index = idle.lastIndex(where: { $0.loop.inLoop }) { return idle.remove(at: index) }
             return idle.popLast()
         }
     }
@@ -110,12 +111,8 @@ public final class PostgresPool: Sendable {
     /// that serve HTTP. Measured on 2 cores (docs/benchmarks.md, "The database on the event
     /// loops"): the event loops cut p99 and thread switches under load, but cost more CPU per
     /// command at low concurrency, so the threads stay the default.
-    static let loops: [any DatabaseLoop] = callersShareLoops ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
-
-    /// Whether the loops are the threads requests run on (the event loops), so a lease can
-    /// prefer a connection on its caller's loop; database threads never are, so with them the
-    /// pool does not look.
-    static let callersShareLoops = ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0"
+    static let loops: [any DatabaseLoop] =
+        ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0" ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
 
     /// The pool's configuration.
     public let configuration: Configuration
@@ -350,7 +347,6 @@ public final class PostgresPool: Sendable {
             if !state.waiters.isEmpty {
                 // A waiter near the head on the slot's own loop (release runs there) goes first: its
                 // body then runs where it already is, with no hop to the slot's loop and back.
-                guard Self.callersShareLoops else { return state.waiters.popFirst() }
                 let index = state.waiters.prefix(4).firstIndex { $0.home?.inEventLoop == true } ?? state.waiters.startIndex
                 return state.waiters.remove(at: index)
             }
