@@ -158,6 +158,21 @@ public struct TemplateScope: Sendable {
         }
     }
 
+    /// The top-level values, without their names.
+    public var rootValues: [JSONValue] { roots }
+
+    /// Whether a template renders the same bytes from both: the same names (in any order)
+    /// with values that are ``JSONValue/isIdentical(to:)``.
+    public func isIdentical(to other: TemplateScope) -> Bool {
+        guard names.count == other.names.count else { return false }
+        for index in names.indices {
+            guard let match = other.names.firstIndex(where: { JSONValue.sameBytes($0, names[index]) }),
+                roots[index].isIdentical(to: other.roots[match])
+            else { return false }
+        }
+        return true
+    }
+
     private func slot(_ name: String) -> Int? {
         let length = name.utf8.count
         for index in names.indices where names[index].utf8.count == length && names[index] == name { return index }

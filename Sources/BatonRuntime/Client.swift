@@ -43,7 +43,7 @@ public struct ClientIdentity: Sendable, Equatable {
 }
 
 /// What the client can render: contract version, platform, app version, capabilities.
-public struct ClientProfile: Sendable, Equatable {
+public struct ClientProfile: Sendable, Hashable {
     public var contract: Int
     public var platform: String
     public var appVersion: String?
@@ -145,17 +145,42 @@ public struct ScreenReply: Sendable {
     public var etag: String
 
     public init(body: [UInt8], subject: String, validUntil: Int) {
+        self.init(body: body, subject: subject, validUntil: validUntil) { _, _ in }
+    }
+
+    /// The same, showing `observe` each chunk of the body and the payload that follows it (nil
+    /// after the last chunk), in one pass: the screen cache cuts the payloads out as it goes.
+    init(
+        body: [UInt8], subject: String, validUntil: Int,
+        observing observe: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) -> Void
+    ) {
         self.body = body
         var hash = SHA256()
         hash.update(data: Array(subject.utf8) + [0])
-        Self.maskingPayloads(body) { hash.update(bufferPointer: $0) }
+        Self.splittingPayloads(body) { chunk, payload in
+            hash.update(bufferPointer: chunk)
+            observe(chunk, payload)
+        }
         withUnsafeBytes(of: Int64(validUntil).littleEndian) { hash.update(bufferPointer: $0) }
         self.etag = "\"" + Hex.encode(bytesOf: hash.finalize(), prefix: 16) + "\""
+    }
+
+    /// A held screen's reply: its bytes with fresh payloads, and the ETag computed when it was
+    /// rendered (the same: the ETag masks payloads, and the subject and validity are the cache's key).
+    init(body: [UInt8], etag: String) {
+        self.body = body
+        self.etag = etag
     }
 
     /// Feeds `body` to `consume` in chunks, with the value of every `"payload":"…"` member left
     /// out. The sequence can only be a member name: inside a JSON string a quote is escaped.
     static func maskingPayloads(_ body: [UInt8], _ consume: (UnsafeRawBufferPointer) -> Void) {
+        splittingPayloads(body) { chunk, _ in consume(chunk) }
+    }
+
+    /// Feeds `body` to `consume` in order: each chunk that ends where a `"payload":"…"` member's
+    /// value begins, with that value; then the rest after the last value, with nil.
+    static func splittingPayloads(_ body: [UInt8], _ consume: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) -> Void) {
         let marker = Array(#""payload":""#.utf8)
         body.withUnsafeBytes { bytes in
             var chunkStart = 0
@@ -163,17 +188,17 @@ public struct ScreenReply: Sendable {
             while index + marker.count <= bytes.count {
                 if bytes[index] == marker[0], bytes[index..<(index + marker.count)].elementsEqual(marker) {
                     let valueStart = index + marker.count
-                    consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]))
                     // Payloads are base64url and a dot: no escapes, the next quote ends them.
                     var end = valueStart
                     while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += 1 }
+                    consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]), UnsafeRawBufferPointer(rebasing: bytes[valueStart..<end]))
                     chunkStart = end
                     index = end
                 } else {
                     index += 1
                 }
             }
-            consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart...]))
+            consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart...]), nil)
         }
     }
 }

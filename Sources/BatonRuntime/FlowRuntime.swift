@@ -42,6 +42,12 @@ public protocol RuntimeMetrics: Sendable {
     func commandFinished(flow: String, outcome: CommandOutcome, duration: Duration)
     func sessionStarted(flow: String)
     func sessionFinished(flow: String, result: SessionResult)
+    /// A screen was answered: rendered, or from the screen cache (``ScreenCache``).
+    func screenAnswered(held: Bool)
+}
+
+extension RuntimeMetrics {
+    public func screenAnswered(held: Bool) {}
 }
 
 /// Metrics that go nowhere.
@@ -76,6 +82,8 @@ public final class FlowRuntime: Sendable {
     /// The most one service call may take, retries included, so the command still answers
     /// within the request's deadline.
     let callBudget: Duration
+    /// About how many bytes of fitted screens each release served holds (``ScreenCache``); 0 holds none.
+    let screenCacheBytes: Int
     /// Service calls in flight on this replica, by session and step.
     let flights = Mutex<[String: CallFlight]>([:])
 
@@ -83,8 +91,9 @@ public final class FlowRuntime: Sendable {
         bundle: FlowBundle, registry: FlowRegistry, pool: PostgresPool, signer: PayloadSigner,
         fitter: any ReplyFitter = PassThroughFitter(), metrics: any RuntimeMetrics = NoRuntimeMetrics(), logger: Logger,
         clock: @escaping @Sendable () -> Date = { Date() }, release: String = "files", services: any ServiceCaller = NoServices(),
-        callWait: Duration = .seconds(5), callBudget: Duration = .seconds(8)
+        callWait: Duration = .seconds(5), callBudget: Duration = .seconds(8), screenCacheBytes: Int = 8 << 20
     ) {
+        self.screenCacheBytes = screenCacheBytes
         self.callBudget = callBudget
         self.services = services
         self.callWait = callWait
@@ -94,7 +103,7 @@ public final class FlowRuntime: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.clock = clock
-        let served = ServedFlows(bundle: bundle, fitter: fitter, release: release)
+        let served = ServedFlows(bundle: bundle, fitter: fitter, release: release, screenCacheBytes: screenCacheBytes)
         self.served = Mutex(served)
         pin(served)
     }
@@ -119,7 +128,7 @@ public final class FlowRuntime: Sendable {
     public func serve(
         bundle: FlowBundle, fitter: any ReplyFitter, release: String, ramp: (bundle: FlowBundle, release: String, percent: Int)? = nil
     ) {
-        let next = ServedFlows(bundle: bundle, fitter: fitter, release: release, ramp: ramp)
+        let next = ServedFlows(bundle: bundle, fitter: fitter, release: release, ramp: ramp, screenCacheBytes: screenCacheBytes)
         pin(next)
         served.withLock { $0 = next }
     }
@@ -285,21 +294,45 @@ public final class FlowRuntime: Sendable {
     {
         let served = self.served.withLock { $0 }
         guard let template = served.bundle.screens[name] else { throw CommandError(.notFound, "there is no screen '\(name.prefix(64))'") }
-        let encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: clock(), served: served)
-        let fitted: FittedReply
+        var encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: clock(), served: served)
         let fetched = await fetch(template, parameters: parameters, identity: identity, served: served)
+        let scope: TemplateScope
         do {
             // Only the loaders hold the connection: rendering, signing and fitting run after the
             // snapshot, on the request's own thread.
-            let scope = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
+            scope = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
                 try await screenScope(template, parameters: parameters, identity: identity, fetched: fetched, db: db)
             }
+        } catch {
+            throw Self.commandError(error, flow: nil) ?? error
+        }
+        // The same data for the same kind of request: the held screen with fresh payloads.
+        let key = ScreenCache.Key(
+            screen: name, parameters: parameters, user: identity.user, device: identity.device, profile: profile,
+            startExpiry: encoder.startExpiry)
+        if let entry = served.screens.entry(for: key, scope: scope),
+            let body = served.screens.answer(entry, identity: identity, signer: signer)
+        {
+            entry.publish()
+            metrics.screenAnswered(held: true)
+            return ScreenReply(body: body, etag: entry.etag)
+        }
+        let log = served.screens.isEnabled ? MintLog() : nil
+        encoder.mintLog = log
+        let fitted: FittedReply
+        do {
             fitted = try screen(template, scope: scope, encoder: encoder, profile: profile, served: served)
         } catch {
             throw Self.commandError(error, flow: nil) ?? error
         }
+        var builder = log.map { ScreenCache.Builder(log: $0, capacity: fitted.bytes.count) }
+        let reply = ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry) {
+            builder?.add($0, payload: $1)
+        }
+        if let builder { served.screens.hold(builder, etag: reply.etag, scope: scope, publish: fitted.publish, for: key) }
         fitted.publish()
-        return ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry)
+        metrics.screenAnswered(held: false)
+        return reply
     }
 
     /// Fetches a screen template's service loads, all at once, before its transaction.

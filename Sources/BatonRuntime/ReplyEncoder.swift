@@ -12,6 +12,8 @@ struct ReplyEncoder {
     /// The audience of each flow, for minting start actions.
     let audiences: [String: FlowDefinition.Audience]
     let now: Date
+    /// Records the start payloads minted, for the screen cache (screens only).
+    var mintLog: MintLog? = nil
 
     /// What command actions of a running session are bound to.
     struct Session {
@@ -99,10 +101,11 @@ struct ReplyEncoder {
     /// A start action for `flow`, or nil when this client cannot run it (wrong audience).
     func start(flow: String, parameters: JSONObject?, title: String?) throws -> JSONValue? {
         guard let audience = audiences[flow], let subject = identity.subject(for: audience) else { return nil }
-        let payload = signer.sign(
-            PayloadClaims(
-                subject: subject.description, flow: flow, sessionID: nil, step: 0, event: "start", expires: startExpiry,
-                parameters: parameters ?? [:], nonce: PayloadSigner.makeNonce()))
+        let claims = PayloadClaims(
+            subject: subject.description, flow: flow, sessionID: nil, step: 0, event: "start", expires: startExpiry,
+            parameters: parameters ?? [:], nonce: PayloadSigner.makeNonce())
+        let payload = signer.sign(claims)
+        mintLog?.record(payload, claims: claims, audience: audience)
         var object: JSONObject = ["type": "startFlow", "url": .string(profile.commandURL), "payload": .string(payload)]
         if let title { object["title"] = .string(title) }
         return .object(object)

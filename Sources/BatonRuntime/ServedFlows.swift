@@ -15,6 +15,8 @@ struct ServedFlows: Sendable {
     var current: [String: FlowEngine]
     var audiences: [String: FlowDefinition.Audience]
     var ramp: Ramp?
+    /// Its screens as last fitted (a release's screens are its own, so the cache goes with it).
+    let screens: ScreenCache
 
     /// A release being rolled out to a share of subjects.
     struct Ramp: Sendable {
@@ -24,7 +26,11 @@ struct ServedFlows: Sendable {
         var engines: [String: FlowEngine]
     }
 
-    init(bundle: FlowBundle, fitter: any ReplyFitter, release: String, ramp: (bundle: FlowBundle, release: String, percent: Int)? = nil) {
+    init(
+        bundle: FlowBundle, fitter: any ReplyFitter, release: String, ramp: (bundle: FlowBundle, release: String, percent: Int)? = nil,
+        screenCacheBytes: Int
+    ) {
+        self.screens = ScreenCache(budget: screenCacheBytes)
         self.fitter = fitter
         self.release = release
         guard let ramp else {

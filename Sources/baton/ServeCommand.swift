@@ -132,7 +132,8 @@ struct ServeCommand: AsyncParsableCommand {
             }
             runtime = FlowRuntime(
                 bundle: bundle, registry: registry, pool: pool, signer: signer, fitter: fitter, metrics: metrics, logger: logger,
-                services: serviceClient, callWait: configuration.serviceCallWait, callBudget: configuration.serviceCallBudget)
+                services: serviceClient, callWait: configuration.serviceCallWait, callBudget: configuration.serviceCallBudget,
+                screenCacheBytes: configuration.screenCacheBytes)
             try await runtime.publishDefinitions()
         } catch {
             await pool.close()

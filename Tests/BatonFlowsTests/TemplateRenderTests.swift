@@ -34,3 +34,16 @@ struct TemplateRenderTests {
         #expect(rendered["a"] == 3)
     }
 }
+
+@Suite("Template scopes")
+struct TemplateScopeTests {
+    @Test("two scopes are identical with the same names in any order and identical values")
+    func identical() {
+        let scope = TemplateScope(["params": ["id": "7"], "data": ["n": 1]])
+        #expect(scope.isIdentical(to: TemplateScope(["data": ["n": 1], "params": ["id": "7"]])))
+        #expect(!scope.isIdentical(to: TemplateScope(["params": ["id": "7"], "data": ["n": 1.0]])))
+        #expect(!scope.isIdentical(to: TemplateScope(["params": ["id": "7"]])))
+        #expect(!scope.isIdentical(to: TemplateScope(["params": ["id": "7"], "data": ["n": 1], "error": nil])))
+        #expect(!scope.isIdentical(to: TemplateScope(["params": ["id": "7"], "info": ["n": 1]])))
+    }
+}

@@ -74,7 +74,8 @@ public enum TestApplication {
                 bundle: loaded.bundle, registry: registry, pool: pool, signer: try PayloadSigner(configuration: signingKeys),
                 fitter: fitter, metrics: metrics, logger: logger, clock: clock,
                 services: services ?? ServiceClient(settings: configuration.serviceSetting, metrics: metrics, logger: logger),
-                callWait: configuration.serviceCallWait, callBudget: configuration.serviceCallBudget)
+                callWait: configuration.serviceCallWait, callBudget: configuration.serviceCallBudget,
+                screenCacheBytes: configuration.screenCacheBytes)
             definitions = loaded
             try await runtime?.publishDefinitions()
         }

@@ -53,6 +53,9 @@ import SystemPackage
 ///   `/demo/tracking` is served and used.
 /// - `baton.service.call.wait` (`BATON_SERVICE_CALL_WAIT`, seconds, default 5): how long a repeat
 ///   of a command whose service call is in flight waits for its answer before 409.
+/// - `baton.screen.cache.bytes` (`BATON_SCREEN_CACHE_BYTES`, default 8388608): about how many bytes
+///   of fitted screens to hold for requests whose loaders return the same data (docs/operations.md,
+///   "The screen cache"); 0 renders every screen.
 /// - `log.level` (`LOG_LEVEL`, default info), `log.format` (`LOG_FORMAT`: json | logfmt, default json).
 public struct BatonConfiguration: Sendable {
     public var databaseURL: String?
@@ -107,6 +110,8 @@ public struct BatonConfiguration: Sendable {
     public var demoTracking = false
     /// How long a repeat of a command whose service call is in flight waits for its answer.
     public var serviceCallWait: Duration
+    /// About how many bytes of fitted screens to hold (0: none).
+    public var screenCacheBytes: Int
 
     /// The most one service call may take (every attempt and backoff): what is left of the
     /// request's deadline after the command's own work (2 s), at most 8 s.
@@ -212,6 +217,10 @@ public struct BatonConfiguration: Sendable {
             return reader.string(forKey: ConfigKey(key), isSecret: secret).flatMap { $0.isEmpty ? nil : $0 }
         }
         serviceCallWait = try seconds("baton.service.call.wait", "BATON_SERVICE_CALL_WAIT", default: 5, within: 0...60)
+        screenCacheBytes = reader.int(forKey: "baton.screen.cache.bytes", default: 8 << 20)
+        guard (0...(1 << 30)).contains(screenCacheBytes) else {
+            throw Error(description: "baton.screen.cache.bytes (BATON_SCREEN_CACHE_BYTES) must be 0–1073741824; got \(screenCacheBytes)")
+        }
         if studio == .development, !["127.0.0.1", "::1", "localhost"].contains(httpHost) {
             throw Error(
                 description: "baton.studio (BATON_STUDIO) = dev serves the studio without a token and mints anyone's token; "

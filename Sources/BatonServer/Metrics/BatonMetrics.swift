@@ -47,6 +47,7 @@ public final class BatonMetrics: Sendable {
         static var fallbackHits: Family { Family(namespace: "baton", metricName: "fallback_hits", unitName: "total", helpText: "Components (or actions) replaced by their fallback, by type, fallback, platform and contract version.") }
         static var componentsOmitted: Family { Family(namespace: "baton", metricName: "components_omitted", unitName: "total", helpText: "Components dropped before sending, by type, reason, platform and contract version.") }
         static var clientsUnsupported: Family { Family(namespace: "baton", metricName: "clients_unsupported", unitName: "total", helpText: "Requests from clients below the oldest supported contract version (answered with the update-required screen).") }
+        static var screens: Family { Family(namespace: "baton", metricName: "screens", unitName: "total", helpText: "Screens answered (GET /v{N}/screens), by source: rendered (templates rendered, payloads minted, fitted) or held (the screen cache's bytes for the same data and client, with fresh payloads; the loaders ran).") }
         static var deepLinks: Family { Family(namespace: "baton", metricName: "deeplinks", unitName: "total", helpText: "Deep links resolved, by result (allowed, rejected) and reason.") }
         static var flowsLoaded: Family { Family(namespace: "baton", metricName: "flows", unitName: "loaded", helpText: "Always 1 per flow this process serves; hash is the SHA-256 of its definition file (flow_definitions.hash).") }
         static var rateLimited: Family { Family(namespace: "baton", metricName: "rate_limited", unitName: "total", helpText: "Requests refused with 429 because a limit was reached, by limit (scope).") }
@@ -261,6 +262,10 @@ extension BatonMetrics: RuntimeMetrics {
         histogram.record(duration)
     }
 
+    public func screenAnswered(held: Bool) {
+        counter(Families.screens, [("source", held ? "held" : "rendered")]).increment()
+    }
+
     public func sessionStarted(flow: String) {
         counter(Families.sessionsStarted, [("flow", flow)]).increment()
     }
@@ -272,6 +277,7 @@ extension BatonMetrics: RuntimeMetrics {
     /// Creates every series a flow will use at zero, so dashboards and rates see them before
     /// the first command.
     public func prepare(flows: [String]) {
+        for source in ["rendered", "held"] { _ = registry.makeCounter(descriptor: Families.screens, labels: [("source", source)]) }
         for flow in flows {
             for outcome in CommandOutcome.allCases {
                 _ = registry.makeCounter(descriptor: Families.commands, labels: [("flow", flow), ("outcome", outcome.rawValue)])

@@ -1,0 +1,167 @@
+import BatonFlows
+import BatonJSON
+import Synchronization
+
+/// Screens as last rendered, signed and fitted for one kind of request, with holes where their
+/// start payloads go: a screen asked for again (the same user refreshing it, a screen shown
+/// again after a command) whose loaders return the same data is answered by signing fresh
+/// payloads into the held bytes instead of rendering, minting and fitting it again — about a
+/// quarter of a screen's CPU (docs/benchmarks.md, "Fitted screens held").
+///
+/// The loaders always run: only what is computed from their result is reused, and only when
+/// the result — the template's whole scope (parameters, subject, data) — is byte for byte what
+/// the held screen was rendered from. Templates read nothing else (no clock, no randomness), so
+/// the rendered tree is the same; the rest of what the bytes depend on is the key:
+/// - the screen's name and parameters (the release is implicit: a cache belongs to one
+///   ``ServedFlows`` and goes with it);
+/// - the user and the device (which flows the client may start, and as whom);
+/// - the client's profile (what the fitter keeps and how it falls back);
+/// - the start payloads' expiry, which moves on the hour.
+///
+/// Each answer's start payloads are minted afresh — a new nonce, the subject of this request,
+/// signed now — so no two answers share a payload, exactly as before. The fit's report is
+/// published for every answer, so fallback counts and blocked-URL logs do not change.
+final class ScreenCache: Sendable {
+    /// What a held screen was made for (besides its scope, compared on lookup).
+    struct Key: Hashable, Sendable {
+        var screen: String
+        var parameters: JSONObject
+        var user: String?
+        var device: String?
+        var profile: ClientProfile
+        var startExpiry: Int
+    }
+
+    /// A fitted screen without its start payloads.
+    struct Entry: Sendable {
+        /// What it was rendered from.
+        var scope: TemplateScope
+        /// The fitted bytes with every payload's value cut out.
+        var bytes: [UInt8]
+        /// Where each payload goes in ``bytes``, in order, and what it is minted from (its
+        /// subject and nonce are filled in per answer).
+        var holes: [(offset: Int, claims: PayloadClaims, audience: FlowDefinition.Audience)]
+        var etag: String
+        /// Counts the fit (metrics, blocked-URL logs): once per answer.
+        var publish: @Sendable () -> Void
+    }
+
+    private let store: GenerationalCache<Key, Entry>
+
+    /// - Parameter budget: about how many bytes of screens and their scopes to hold; 0 holds none.
+    init(budget: Int) {
+        // Two generations, each half the budget; the count bound only keeps the table small
+        // when screens are tiny.
+        store = GenerationalCache(capacity: budget > 0 ? 4096 : 0, costLimit: budget / 2)
+    }
+
+    var isEnabled: Bool { store.capacity > 0 }
+
+    /// The screen held for `key`, if it was rendered from exactly `scope`.
+    func entry(for key: Key, scope: TemplateScope) -> Entry? {
+        guard isEnabled, let entry = store.value(for: key), entry.scope.isIdentical(to: scope) else { return nil }
+        return entry
+    }
+
+    /// Cuts a freshly fitted screen's payloads out while its ETag is computed (one pass over
+    /// its bytes); ``hold(_:etag:scope:publish:for:)`` then keeps it.
+    struct Builder {
+        fileprivate var bytes: [UInt8] = []
+        fileprivate var holes: [(offset: Int, claims: PayloadClaims, audience: FlowDefinition.Audience)] = []
+        /// False once a payload turns up that the log did not mint (a command action's): such a
+        /// screen is not held.
+        fileprivate var complete = true
+        private let log: MintLog
+        private var next = 0
+
+        init(log: MintLog, capacity: Int) {
+            self.log = log
+            bytes.reserveCapacity(capacity)
+        }
+
+        /// The next chunk of the fitted bytes, and the payload after it (nil after the last).
+        /// The fit keeps the minted order and may drop actions, so each payload is looked for
+        /// from where the last one was found.
+        mutating func add(_ chunk: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer?) {
+            guard complete else { return }
+            bytes.append(contentsOf: chunk)
+            guard let payload else { return }
+            guard let found = log.find(payload, from: next) else {
+                complete = false
+                return
+            }
+            next = found + 1
+            holes.append((bytes.count, log.minted[found].claims, log.minted[found].audience))
+        }
+    }
+
+    /// Holds what `builder` cut out of a screen rendered from `scope`.
+    func hold(_ builder: Builder, etag: String, scope: TemplateScope, publish: @escaping @Sendable () -> Void, for key: Key) {
+        guard isEnabled, builder.complete else { return }
+        let entry = Entry(scope: scope, bytes: builder.bytes, holes: builder.holes, etag: etag, publish: publish)
+        store.insert(entry, for: key, cost: builder.bytes.count + Self.estimatedSize(of: scope))
+    }
+
+    /// A held screen's bytes with fresh start payloads for `identity`; nil if one of them
+    /// cannot be minted for it (the caller renders instead).
+    func answer(_ entry: Entry, identity: ClientIdentity, signer: PayloadSigner) -> [UInt8]? {
+        var body: [UInt8] = []
+        body.reserveCapacity(entry.bytes.count + entry.holes.count * 400)
+        var start = 0
+        for hole in entry.holes {
+            guard let subject = identity.subject(for: hole.audience) else { return nil }
+            var claims = hole.claims
+            claims.subject = subject.description
+            claims.nonce = PayloadSigner.makeNonce()
+            body.append(contentsOf: entry.bytes[start..<hole.offset])
+            body.append(contentsOf: signer.sign(claims).utf8)
+            start = hole.offset
+        }
+        body.append(contentsOf: entry.bytes[start...])
+        return body
+    }
+
+    /// About what a scope occupies: its text and a word or two per value.
+    static func estimatedSize(of scope: TemplateScope) -> Int {
+        scope.rootValues.reduce(0) { $0 + estimatedSize(of: $1) }
+    }
+
+    private static func estimatedSize(of value: JSONValue) -> Int {
+        switch value {
+        case .null, .bool, .int, .double: 16
+        case .string(let text): 16 + text.utf8.count
+        case .array(let items): items.reduce(32) { $0 + estimatedSize(of: $1) }
+        case .object(let object): object.reduce(48) { $0 + 16 + $1.key.utf8.count + estimatedSize(of: $1.value) }
+        }
+    }
+}
+
+/// The start payloads a render minted, in order, with what they were minted from: the screen
+/// cache finds them in the fitted bytes and cuts them out. One render's, on one thread.
+final class MintLog: @unchecked Sendable {
+    fileprivate var minted: [(payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience)] = []
+
+    func record(_ payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience) {
+        minted.append((payload, claims, audience))
+    }
+
+    /// Where `payload` was minted, looking from `start` on. Payloads share a long prefix (the
+    /// encoded header), so the comparison starts from their end, the MAC.
+    fileprivate func find(_ payload: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        guard start < minted.count else { return nil }
+        for index in start..<minted.count {
+            var candidate = minted[index].payload
+            let same = candidate.withUTF8 { bytes in
+                guard bytes.count == payload.count else { return false }
+                var position = bytes.count
+                while position > 0 {
+                    position -= 1
+                    if bytes[position] != payload[position] { return false }
+                }
+                return true
+            }
+            if same { return index }
+        }
+        return nil
+    }
+}
