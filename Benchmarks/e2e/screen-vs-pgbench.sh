@@ -17,7 +17,10 @@
 # processes) during each side's run, and Baton's serve process during its run. wrk opens
 # --http-per-connection HTTP connections per database connection, so Baton's latency includes
 # the wait for a pool connection; with 1, both sides have the same number of requests in
-# flight. Every request is the same (one user, one playlist): wrk sends it without Lua.
+# flight. Every request is the same (one user, one playlist): wrk sends it without Lua. So
+# after the first, every screen is answered from the screen cache (its data does not change);
+# BATON_SCREEN_CACHE_BYTES=0 in the environment renders each one. The last line says how many
+# screens each way (baton_screens_total).
 # Needs wrk and PostgreSQL's server binaries (scripts/bootstrap.sh --bench).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,3 +51,5 @@ for n in $connections; do
   done
   comparison_row "$n" "$wrk_connections"
 done
+echo
+curl -sf "http://127.0.0.1:$port/metrics" | awk '/^baton_screens_total/ {split($1, label, "\""); printf "%s %s, ", label[2], $2} END {print "screens (last run, warm-up included)"}'

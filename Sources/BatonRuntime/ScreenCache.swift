@@ -3,10 +3,11 @@ import BatonJSON
 import Synchronization
 
 /// Screens as last rendered, signed and fitted for one kind of request, with holes where their
-/// start payloads go: a screen asked for again (the same user refreshing it, a screen shown
-/// again after a command) whose loaders return the same data is answered by signing fresh
-/// payloads into the held bytes instead of rendering, minting and fitting it again — about a
-/// quarter of a screen's CPU (docs/benchmarks.md, "Fitted screens held").
+/// start payloads go: a screen asked for again (the same user reopening or refreshing it, or
+/// coming back to it after a flow that did not change it) whose loaders return the same data
+/// is answered by signing fresh payloads into the held bytes instead of rendering, minting and
+/// fitting it again — about a quarter of a screen's CPU (docs/benchmarks.md, "Fitted screens
+/// held"). A screen whose data a command changed is rendered: its data differs.
 ///
 /// The loaders always run: only what is computed from their result is reused, and only when
 /// the result — the template's whole scope (parameters, subject, data) — is byte for byte what
