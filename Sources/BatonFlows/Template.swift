@@ -158,19 +158,14 @@ public struct TemplateScope: Sendable {
         }
     }
 
-    /// The top-level values, without their names.
-    public var rootValues: [JSONValue] { roots }
-
-    /// Whether a template renders the same bytes from both: the same names (in any order)
-    /// with values that are ``JSONValue/isIdentical(to:)``.
-    public func isIdentical(to other: TemplateScope) -> Bool {
-        guard names.count == other.names.count else { return false }
-        for index in names.indices {
-            guard let match = other.names.firstIndex(where: { JSONValue.sameBytes($0, names[index]) }),
-                roots[index].isIdentical(to: other.roots[match])
-            else { return false }
-        }
-        return true
+    /// The scope as one JSON object, names in byte order. A template sees a value only through
+    /// what it encodes to (text interpolation formats numbers as the encoder does, `1` and `1.0`
+    /// alike), so two scopes with the same encoding render the same bytes.
+    public var encoded: [UInt8] {
+        let order = names.indices.sorted { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }
+        var object = JSONObject(minimumCapacity: names.count)
+        for index in order { object[names[index]] = roots[index] }
+        return JSONEncoding.encode(.object(object))
     }
 
     private func slot(_ name: String) -> Int? {

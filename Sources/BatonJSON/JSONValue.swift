@@ -1,5 +1,4 @@
 @_exported import OrderedCollections
-import Foundation
 
 /// A JSON document as a value: what flows, screens and responses are made of.
 ///
@@ -168,38 +167,3 @@ extension JSONValue {
     }
 }
 
-extension JSONValue {
-    /// Whether the two encode to the same bytes: the same kinds (`1` is not `1.0`), members in
-    /// the same order, strings with the same UTF-8 (not merely canonically equivalent, as
-    /// `==` on Swift strings is). Stricter than `==`, which is JSON's equality.
-    public func isIdentical(to other: JSONValue) -> Bool {
-        switch (self, other) {
-        case (.null, .null): return true
-        case (.bool(let x), .bool(let y)): return x == y
-        case (.int(let x), .int(let y)): return x == y
-        case (.double(let x), .double(let y)): return x.bitPattern == y.bitPattern
-        case (.string(let x), .string(let y)): return Self.sameBytes(x, y)
-        case (.array(let x), .array(let y)):
-            guard x.count == y.count else { return false }
-            for index in x.indices where !x[index].isIdentical(to: y[index]) { return false }
-            return true
-        case (.object(let x), .object(let y)):
-            guard x.count == y.count else { return false }
-            for index in x.keys.indices {
-                guard Self.sameBytes(x.keys[index], y.keys[index]), x.values[index].isIdentical(to: y.values[index]) else { return false }
-            }
-            return true
-        default: return false
-        }
-    }
-
-    /// Whether two strings have the same UTF-8 bytes.
-    public static func sameBytes(_ a: String, _ b: String) -> Bool {
-        let count = a.utf8.count
-        guard count == b.utf8.count else { return false }
-        guard count > 0 else { return true }
-        var a = a
-        var b = b
-        return a.withUTF8 { x in b.withUTF8 { y in memcmp(x.baseAddress!, y.baseAddress!, count) == 0 } }
-    }
-}

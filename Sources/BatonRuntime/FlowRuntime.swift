@@ -91,7 +91,7 @@ public final class FlowRuntime: Sendable {
         bundle: FlowBundle, registry: FlowRegistry, pool: PostgresPool, signer: PayloadSigner,
         fitter: any ReplyFitter = PassThroughFitter(), metrics: any RuntimeMetrics = NoRuntimeMetrics(), logger: Logger,
         clock: @escaping @Sendable () -> Date = { Date() }, release: String = "files", services: any ServiceCaller = NoServices(),
-        callWait: Duration = .seconds(5), callBudget: Duration = .seconds(8), screenCacheBytes: Int = 8 << 20
+        callWait: Duration = .seconds(5), callBudget: Duration = .seconds(8), screenCacheBytes: Int = 4 << 20
     ) {
         self.screenCacheBytes = screenCacheBytes
         self.callBudget = callBudget
@@ -310,7 +310,8 @@ public final class FlowRuntime: Sendable {
         let key = ScreenCache.Key(
             screen: name, parameters: parameters, user: identity.user, device: identity.device, profile: profile,
             startExpiry: encoder.startExpiry)
-        if let entry = served.screens.entry(for: key, scope: scope),
+        let encodedScope = served.screens.isEnabled ? scope.encoded : []
+        if let entry = served.screens.entry(for: key, scope: encodedScope),
             let body = served.screens.answer(entry, identity: identity, signer: signer)
         {
             entry.publish()
@@ -329,7 +330,7 @@ public final class FlowRuntime: Sendable {
         let reply = ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry) {
             builder?.add($0, payload: $1)
         }
-        if let builder { served.screens.hold(builder, etag: reply.etag, scope: scope, publish: fitted.publish, for: key) }
+        if let builder { served.screens.hold(builder, etag: reply.etag, scope: encodedScope, publish: fitted.publish, for: key) }
         fitted.publish()
         metrics.screenAnswered(held: false)
         return reply

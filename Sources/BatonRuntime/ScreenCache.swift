@@ -10,9 +10,10 @@ import Synchronization
 /// held"). A screen whose data a command changed is rendered: its data differs.
 ///
 /// The loaders always run: only what is computed from their result is reused, and only when
-/// the result — the template's whole scope (parameters, subject, data) — is byte for byte what
-/// the held screen was rendered from. Templates read nothing else (no clock, no randomness), so
-/// the rendered tree is the same; the rest of what the bytes depend on is the key:
+/// the result — the template's whole scope (parameters, subject, data), encoded — is byte for
+/// byte what the held screen was rendered from (``TemplateScope/encoded``). Templates read
+/// nothing else (no clock, no randomness), so the rendered tree is the same; the rest of what
+/// the bytes depend on is the key:
 /// - the screen's name and parameters (the release is implicit: a cache belongs to one
 ///   ``ServedFlows`` and goes with it);
 /// - the user and the device (which flows the client may start, and as whom);
@@ -35,8 +36,8 @@ final class ScreenCache: Sendable {
 
     /// A fitted screen without its start payloads.
     struct Entry: Sendable {
-        /// What it was rendered from.
-        var scope: TemplateScope
+        /// What it was rendered from, encoded (``TemplateScope/encoded``).
+        var scope: [UInt8]
         /// The fitted bytes with every payload's value cut out.
         var bytes: [UInt8]
         /// Where each payload goes in ``bytes``, in order, and what it is minted from (its
@@ -58,9 +59,9 @@ final class ScreenCache: Sendable {
 
     var isEnabled: Bool { store.capacity > 0 }
 
-    /// The screen held for `key`, if it was rendered from exactly `scope`.
-    func entry(for key: Key, scope: TemplateScope) -> Entry? {
-        guard isEnabled, let entry = store.value(for: key), entry.scope.isIdentical(to: scope) else { return nil }
+    /// The screen held for `key`, if it was rendered from exactly `scope` (encoded).
+    func entry(for key: Key, scope: [UInt8]) -> Entry? {
+        guard isEnabled, let entry = store.value(for: key), entry.scope == scope else { return nil }
         return entry
     }
 
@@ -96,11 +97,19 @@ final class ScreenCache: Sendable {
         }
     }
 
-    /// Holds what `builder` cut out of a screen rendered from `scope`.
-    func hold(_ builder: Builder, etag: String, scope: TemplateScope, publish: @escaping @Sendable () -> Void, for key: Key) {
+    /// Holds what `builder` cut out of a screen rendered from `scope` (encoded).
+    func hold(_ builder: Builder, etag: String, scope: [UInt8], publish: @escaping @Sendable () -> Void, for key: Key) {
         guard isEnabled, builder.complete else { return }
         let entry = Entry(scope: scope, bytes: builder.bytes, holes: builder.holes, etag: etag, publish: publish)
-        store.insert(entry, for: key, cost: builder.bytes.count + Self.estimatedSize(of: scope))
+        store.insert(entry, for: key, cost: Self.cost(of: entry))
+    }
+
+    /// About what an entry occupies in memory: its two byte arrays, a few hundred bytes per
+    /// hole (the claims, their parameters), its key and bookkeeping, and the allocator's share
+    /// (measured: a process holding a full cache of playlist screens grew by about this much
+    /// per entry; docs/benchmarks.md, "Fitted screens held").
+    static func cost(of entry: Entry) -> Int {
+        2 * (entry.bytes.count + entry.scope.count) + entry.holes.count * 512 + 2048
     }
 
     /// A held screen's bytes with fresh start payloads for `identity`; nil if one of them
@@ -120,20 +129,6 @@ final class ScreenCache: Sendable {
         }
         body.append(contentsOf: entry.bytes[start...])
         return body
-    }
-
-    /// About what a scope occupies: its text and a word or two per value.
-    static func estimatedSize(of scope: TemplateScope) -> Int {
-        scope.rootValues.reduce(0) { $0 + estimatedSize(of: $1) }
-    }
-
-    private static func estimatedSize(of value: JSONValue) -> Int {
-        switch value {
-        case .null, .bool, .int, .double: 16
-        case .string(let text): 16 + text.utf8.count
-        case .array(let items): items.reduce(32) { $0 + estimatedSize(of: $1) }
-        case .object(let object): object.reduce(48) { $0 + 16 + $1.key.utf8.count + estimatedSize(of: $1.value) }
-        }
     }
 }
 

@@ -193,24 +193,3 @@ struct JSONEncodingTests {
         #expect(back.last?["index"] as? Int == 39)
     }
 }
-
-@Suite("Identical JSON values")
-struct JSONIdenticalTests {
-    @Test("identical means the same bytes when encoded: kinds, member order, UTF-8 — stricter than JSON's ==")
-    func identical() {
-        let object: JSONValue = ["a": 1, "b": ["x", 2.5, nil, true]]
-        #expect(object.isIdentical(to: ["a": 1, "b": ["x", 2.5, nil, true]]))
-        #expect(object == ["b": ["x", 2.5, nil, true], "a": 1])
-        #expect(!object.isIdentical(to: ["b": ["x", 2.5, nil, true], "a": 1]), "member order")
-        #expect(JSONValue.int(1) == .double(1) && !JSONValue.int(1).isIdentical(to: .double(1)), "1 and 1.0")
-        #expect(!JSONValue.double(0).isIdentical(to: .double(-0.0)))
-        // é precomposed and decomposed: equal as Swift strings, different bytes.
-        let composed = JSONValue.string("caf\u{E9}")
-        let decomposed = JSONValue.string("cafe\u{301}")
-        #expect(composed == decomposed && !composed.isIdentical(to: decomposed))
-        #expect(!JSONValue.string("K").isIdentical(to: .string("\u{212A}")))
-        #expect(!JSONValue.array([1, 2]).isIdentical(to: [1, 2, 3]))
-        #expect(!JSONValue.object(["a": 1]).isIdentical(to: ["a": 1, "b": 2]))
-        #expect(!JSONValue.null.isIdentical(to: .bool(false)))
-    }
-}

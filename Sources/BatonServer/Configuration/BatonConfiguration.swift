@@ -53,7 +53,7 @@ import SystemPackage
 ///   `/demo/tracking` is served and used.
 /// - `baton.service.call.wait` (`BATON_SERVICE_CALL_WAIT`, seconds, default 5): how long a repeat
 ///   of a command whose service call is in flight waits for its answer before 409.
-/// - `baton.screen.cache.bytes` (`BATON_SCREEN_CACHE_BYTES`, default 8388608): about how many bytes
+/// - `baton.screen.cache.bytes` (`BATON_SCREEN_CACHE_BYTES`, default 4194304): about how many bytes
 ///   of fitted screens to hold for requests whose loaders return the same data (docs/operations.md,
 ///   "The screen cache"); 0 renders every screen.
 /// - `log.level` (`LOG_LEVEL`, default info), `log.format` (`LOG_FORMAT`: json | logfmt, default json).
@@ -217,7 +217,7 @@ public struct BatonConfiguration: Sendable {
             return reader.string(forKey: ConfigKey(key), isSecret: secret).flatMap { $0.isEmpty ? nil : $0 }
         }
         serviceCallWait = try seconds("baton.service.call.wait", "BATON_SERVICE_CALL_WAIT", default: 5, within: 0...60)
-        screenCacheBytes = reader.int(forKey: "baton.screen.cache.bytes", default: 8 << 20)
+        screenCacheBytes = reader.int(forKey: "baton.screen.cache.bytes", default: 4 << 20)
         guard (0...(1 << 30)).contains(screenCacheBytes) else {
             throw Error(description: "baton.screen.cache.bytes (BATON_SCREEN_CACHE_BYTES) must be 0–1073741824; got \(screenCacheBytes)")
         }
