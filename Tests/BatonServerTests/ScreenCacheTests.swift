@@ -49,6 +49,17 @@ struct ScreenCacheTests {
         return metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Int($0.dropFirst(prefix.count)) }
     }
 
+    /// Checks how many screens were rendered and how many held; returns the metrics text.
+    @discardableResult
+    func expectScreens(
+        _ client: some TestClientProtocol, rendered: Int, held: Int, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> String {
+        let metrics = try await client.execute(uri: "/metrics", method: .get).text
+        #expect(Self.count(metrics, "rendered") == rendered, "\(metrics)", sourceLocation: sourceLocation)
+        #expect(Self.count(metrics, "held") == held, sourceLocation: sourceLocation)
+        return metrics
+    }
+
     @Test("a screen asked for again is the held one: fresh payloads that verify, minted for this client as a render would, the rest byte for byte")
     func held() async throws {
         let app = buildApplication(try await environment())
@@ -68,9 +79,7 @@ struct ScreenCacheTests {
                 #expect(claims == (try Self.claims(first.text)))
                 #expect(claims.allSatisfy { $0.subject == (user.map { "user:\($0)" } ?? "device:\(Self.device)") })
             }
-            let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(Self.count(metrics, "rendered") == 2, "\(metrics)")
-            #expect(Self.count(metrics, "held") == 2)
+            try await expectScreens(client, rendered: 2, held: 2)
         }
     }
 
@@ -90,9 +99,7 @@ struct ScreenCacheTests {
             #expect(changed.headers[.eTag] != first.headers[.eTag])
             let again = try await client.execute(uri: "/v3/screens/notes", method: .get, headers: headers)
             #expect(Self.masked(again.text) == Self.masked(changed.text))
-            let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(Self.count(metrics, "rendered") == 2, "\(metrics)")
-            #expect(Self.count(metrics, "held") == 2)
+            try await expectScreens(client, rendered: 2, held: 2)
         }
     }
 
@@ -111,9 +118,7 @@ struct ScreenCacheTests {
             }
             #expect(texts.count == 3 && texts.values.allSatisfy { $0.count == 2 && $0[0] == $0[1] })
             #expect(Set(texts.values.map { $0[0] }).count == 3, "three fits, three answers")
-            let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(Self.count(metrics, "rendered") == 3, "\(metrics)")
-            #expect(Self.count(metrics, "held") == 3)
+            let metrics = try await expectScreens(client, rendered: 3, held: 3)
             // Version 1 replaces four artwork rows per answer: both answers counted.
             #expect(metrics.contains(#"baton_fallback_hits_total{component="artworkRow",fallback="detailRow",platform="ios",contract="1"} 8"#), "\(metrics)")
         }
@@ -128,9 +133,7 @@ struct ScreenCacheTests {
             let second = try await client.execute(uri: "/v3/screens/gallery", method: .get, headers: headers)
             #expect(Self.masked(second.text) == Self.masked(first.text))
             #expect(second.headers[.eTag] == first.headers[.eTag])
-            let metrics = try await client.execute(uri: "/metrics", method: .get).text
-            #expect(Self.count(metrics, "rendered") == 2, "\(metrics)")
-            #expect(Self.count(metrics, "held") == 0)
+            try await expectScreens(client, rendered: 2, held: 0)
         }
     }
 
