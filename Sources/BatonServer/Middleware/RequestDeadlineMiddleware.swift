@@ -28,7 +28,7 @@ public struct RequestDeadlineMiddleware: RouterMiddleware {
         let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
         let timer = withUnsafeCurrentTask { task in
             let task = UnsafeTaskReference(task)
-            return loop.scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)) {
+            return loop.scheduleTask(in: TimeAmount(timeout)) {
                 deadline.expire { task.cancel() }
             }
         }
