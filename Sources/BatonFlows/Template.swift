@@ -158,10 +158,13 @@ public struct TemplateScope: Sendable {
         }
     }
 
-    /// The scope as one JSON object, names in byte order. A template sees a value only through
-    /// what it encodes to (text interpolation formats numbers as the encoder does, `1` and `1.0`
-    /// alike), so two scopes with the same encoding render the same bytes.
-    public var encoded: [UInt8] {
+    /// The scope as one JSON object, names in byte order; nil when it holds a number that is
+    /// not finite. A template sees a value only through what it encodes to (text interpolation
+    /// formats numbers as the encoder does, `1` and `1.0` alike), so two scopes with the same
+    /// encoding render the same bytes — except NaN and the infinities, which encode as `null`
+    /// but render otherwise (a database loader can return them from a `float8`).
+    public var encoded: [UInt8]? {
+        guard roots.allSatisfy(\.isFinite) else { return nil }
         let order = names.indices.sorted { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }
         var object = JSONObject(minimumCapacity: names.count)
         for index in order { object[names[index]] = roots[index] }
@@ -172,6 +175,18 @@ public struct TemplateScope: Sendable {
         let length = name.utf8.count
         for index in names.indices where names[index].utf8.count == length && names[index] == name { return index }
         return nil
+    }
+}
+
+extension JSONValue {
+    /// Whether every number in the value is finite.
+    fileprivate var isFinite: Bool {
+        switch self {
+        case .double(let number): number.isFinite
+        case .array(let items): items.allSatisfy(\.isFinite)
+        case .object(let object): object.values.allSatisfy(\.isFinite)
+        case .null, .bool, .int, .string: true
+        }
     }
 }
 

@@ -166,4 +166,3 @@ extension JSONValue {
         .object(JSONObject(uncheckedUniqueKeys: keys, values: values))
     }
 }
-

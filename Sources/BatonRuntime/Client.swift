@@ -191,7 +191,9 @@ public struct ScreenReply: Sendable {
                     // Payloads are base64url and a dot: no escapes, the next quote ends them.
                     var end = valueStart
                     while end < bytes.count, bytes[end] != UInt8(ascii: "\"") { end += 1 }
-                    consume(UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]), UnsafeRawBufferPointer(rebasing: bytes[valueStart..<end]))
+                    consume(
+                        UnsafeRawBufferPointer(rebasing: bytes[chunkStart..<valueStart]),
+                        UnsafeRawBufferPointer(rebasing: bytes[valueStart..<end]))
                     chunkStart = end
                     index = end
                 } else {

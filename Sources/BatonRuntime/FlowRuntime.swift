@@ -46,16 +46,13 @@ public protocol RuntimeMetrics: Sendable {
     func screenAnswered(held: Bool)
 }
 
-extension RuntimeMetrics {
-    public func screenAnswered(held: Bool) {}
-}
-
 /// Metrics that go nowhere.
 public struct NoRuntimeMetrics: RuntimeMetrics {
     public init() {}
     public func commandFinished(flow: String, outcome: CommandOutcome, duration: Duration) {}
     public func sessionStarted(flow: String) {}
     public func sessionFinished(flow: String, result: SessionResult) {}
+    public func screenAnswered(held: Bool) {}
 }
 
 /// Runs commands: verifies the payload, then — in one transaction — locks the session, runs
@@ -84,6 +81,9 @@ public final class FlowRuntime: Sendable {
     let callBudget: Duration
     /// About how many bytes of fitted screens each release served holds (``ScreenCache``); 0 holds none.
     let screenCacheBytes: Int
+    /// The default of ``screenCacheBytes``: with every cache full, a replica stays within 64 MB
+    /// (docs/benchmarks.md, "Fitted screens held").
+    public static let defaultScreenCacheBudget = 4 << 20
     /// Service calls in flight on this replica, by session and step.
     let flights = Mutex<[String: CallFlight]>([:])
 
@@ -91,7 +91,7 @@ public final class FlowRuntime: Sendable {
         bundle: FlowBundle, registry: FlowRegistry, pool: PostgresPool, signer: PayloadSigner,
         fitter: any ReplyFitter = PassThroughFitter(), metrics: any RuntimeMetrics = NoRuntimeMetrics(), logger: Logger,
         clock: @escaping @Sendable () -> Date = { Date() }, release: String = "files", services: any ServiceCaller = NoServices(),
-        callWait: Duration = .seconds(5), callBudget: Duration = .seconds(8), screenCacheBytes: Int = 4 << 20
+        callWait: Duration = .seconds(5), callBudget: Duration = .seconds(8), screenCacheBytes: Int = FlowRuntime.defaultScreenCacheBudget
     ) {
         self.screenCacheBytes = screenCacheBytes
         self.callBudget = callBudget
@@ -310,15 +310,15 @@ public final class FlowRuntime: Sendable {
         let key = ScreenCache.Key(
             screen: name, parameters: parameters, user: identity.user, device: identity.device, profile: profile,
             startExpiry: encoder.startExpiry)
-        let encodedScope = served.screens.isEnabled ? scope.encoded : []
-        if let entry = served.screens.entry(for: key, scope: encodedScope),
+        let encodedScope = served.screens.isEnabled ? scope.encoded : nil
+        if let encodedScope, let entry = served.screens.entry(for: key, scope: encodedScope),
             let body = served.screens.answer(entry, identity: identity, signer: signer)
         {
             entry.publish()
             metrics.screenAnswered(held: true)
             return ScreenReply(body: body, etag: entry.etag)
         }
-        let log = served.screens.isEnabled ? MintLog() : nil
+        let log = encodedScope != nil ? MintLog() : nil
         encoder.mintLog = log
         let fitted: FittedReply
         do {
@@ -330,7 +330,9 @@ public final class FlowRuntime: Sendable {
         let reply = ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry) {
             builder?.add($0, payload: $1)
         }
-        if let builder { served.screens.hold(builder, etag: reply.etag, scope: encodedScope, publish: fitted.publish, for: key) }
+        if let builder, let encodedScope {
+            served.screens.hold(builder, etag: reply.etag, scope: encodedScope, publish: fitted.publish, for: key)
+        }
         fitted.publish()
         metrics.screenAnswered(held: false)
         return reply

@@ -1,17 +1,18 @@
 import BatonFlows
 import BatonJSON
-import Synchronization
 
 /// Screens as last rendered, signed and fitted for one kind of request, with holes where their
 /// start payloads go: a screen asked for again (the same user reopening or refreshing it, or
 /// coming back to it after a flow that did not change it) whose loaders return the same data
 /// is answered by signing fresh payloads into the held bytes instead of rendering, minting and
-/// fitting it again — about a quarter of a screen's CPU (docs/benchmarks.md, "Fitted screens
-/// held"). A screen whose data a command changed is rendered: its data differs.
+/// fitting it again: that work's share of a screen's profile falls from 27 % to 13 %
+/// (docs/benchmarks.md, "Fitted screens held"). A screen whose data a command changed is
+/// rendered: its data differs.
 ///
 /// The loaders always run: only what is computed from their result is reused, and only when
 /// the result — the template's whole scope (parameters, subject, data), encoded — is byte for
-/// byte what the held screen was rendered from (``TemplateScope/encoded``). Templates read
+/// byte what the held screen was rendered from (``TemplateScope/encoded``; a scope holding a
+/// number that is not finite has no encoding and is never held). Templates read
 /// nothing else (no clock, no randomness), so the rendered tree is the same; the rest of what
 /// the bytes depend on is the key:
 /// - the screen's name and parameters (the release is implicit: a cache belongs to one
@@ -34,15 +35,23 @@ final class ScreenCache: Sendable {
         var startExpiry: Int
     }
 
-    /// A fitted screen without its start payloads.
+    /// Where a start payload goes in a held screen, and what it is minted from (its subject and
+    /// nonce are filled in per answer).
+    struct Hole: Sendable {
+        var offset: Int
+        var claims: PayloadClaims
+        var audience: FlowDefinition.Audience
+    }
+
+    /// A fitted screen without its start payloads. Its ETag is the one a render would give:
+    /// the ETag masks the payloads, and the subject and the expiry it hashes are in the key.
     struct Entry: Sendable {
         /// What it was rendered from, encoded (``TemplateScope/encoded``).
         var scope: [UInt8]
         /// The fitted bytes with every payload's value cut out.
         var bytes: [UInt8]
-        /// Where each payload goes in ``bytes``, in order, and what it is minted from (its
-        /// subject and nonce are filled in per answer).
-        var holes: [(offset: Int, claims: PayloadClaims, audience: FlowDefinition.Audience)]
+        /// Where each payload goes in ``bytes``, in order.
+        var holes: [Hole]
         var etag: String
         /// Counts the fit (metrics, blocked-URL logs): once per answer.
         var publish: @Sendable () -> Void
@@ -69,7 +78,7 @@ final class ScreenCache: Sendable {
     /// its bytes); ``hold(_:etag:scope:publish:for:)`` then keeps it.
     struct Builder {
         fileprivate var bytes: [UInt8] = []
-        fileprivate var holes: [(offset: Int, claims: PayloadClaims, audience: FlowDefinition.Audience)] = []
+        fileprivate var holes: [Hole] = []
         /// False once a payload turns up that the log did not mint (a command action's): such a
         /// screen is not held.
         fileprivate var complete = true
@@ -93,7 +102,7 @@ final class ScreenCache: Sendable {
                 return
             }
             next = found + 1
-            holes.append((bytes.count, log.minted[found].claims, log.minted[found].audience))
+            holes.append(Hole(offset: bytes.count, claims: log.minted[found].claims, audience: log.minted[found].audience))
         }
     }
 
@@ -134,7 +143,7 @@ final class ScreenCache: Sendable {
 
 /// The start payloads a render minted, in order, with what they were minted from: the screen
 /// cache finds them in the fitted bytes and cuts them out. One render's, on one thread.
-final class MintLog: @unchecked Sendable {
+final class MintLog {
     fileprivate var minted: [(payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience)] = []
 
     func record(_ payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience) {

@@ -41,7 +41,7 @@ struct TemplateScopeTests {
     func encoded() throws {
         let scope = TemplateScope(["params": ["id": "7"], "data": ["n": 1, "t": "caf\u{E9}"]])
         #expect(scope.encoded == TemplateScope(["data": ["n": 1, "t": "caf\u{E9}"], "params": ["id": "7"]]).encoded)
-        #expect(String(decoding: scope.encoded, as: UTF8.self) == #"{"data":{"n":1,"t":"café"},"params":{"id":"7"}}"#)
+        #expect(String(decoding: try #require(scope.encoded), as: UTF8.self) == #"{"data":{"n":1,"t":"café"},"params":{"id":"7"}}"#)
         // é decomposed: equal as Swift strings, rendered as other bytes.
         #expect(scope.encoded != TemplateScope(["params": ["id": "7"], "data": ["n": 1, "t": "cafe\u{301}"]]).encoded)
         #expect(scope.encoded != TemplateScope(["params": ["id": "7"], "data": ["t": "caf\u{E9}", "n": 1]]).encoded, "member order")
@@ -50,6 +50,12 @@ struct TemplateScopeTests {
         #expect(scope.encoded != TemplateScope(["params": ["id": "7"], "data": ["n": 1, "t": "caf\u{E9}"], "error": nil]).encoded)
         // 1 and 1.0 encode alike, and a template renders them alike.
         #expect(TemplateScope(["n": 1]).encoded == TemplateScope(["n": 1.0]).encoded)
-        #expect(try TemplateString(parsing: "n = {{n}}").render(TemplateScope(["n": 1])) == TemplateString(parsing: "n = {{n}}").render(TemplateScope(["n": 1.0])))
+        // NaN and the infinities encode as null but render otherwise ("nan", truthy): no encoding.
+        for number in [Double.nan, .infinity, -.infinity] {
+            #expect(TemplateScope(["data": ["list": [1, .double(number)]]]).encoded == nil)
+        }
+        #expect(TemplateScope(["data": ["list": [1, nil]]]).encoded != nil)
+        let text = try TemplateString(parsing: "n = {{n}}")
+        #expect(text.render(TemplateScope(["n": 1])) == text.render(TemplateScope(["n": 1.0])))
     }
 }

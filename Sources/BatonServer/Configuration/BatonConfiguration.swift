@@ -1,4 +1,5 @@
 import BatonPostgres
+import BatonRuntime
 import Configuration
 import Foundation
 import Logging
@@ -217,7 +218,7 @@ public struct BatonConfiguration: Sendable {
             return reader.string(forKey: ConfigKey(key), isSecret: secret).flatMap { $0.isEmpty ? nil : $0 }
         }
         serviceCallWait = try seconds("baton.service.call.wait", "BATON_SERVICE_CALL_WAIT", default: 5, within: 0...60)
-        screenCacheBytes = reader.int(forKey: "baton.screen.cache.bytes", default: 4 << 20)
+        screenCacheBytes = reader.int(forKey: "baton.screen.cache.bytes", default: FlowRuntime.defaultScreenCacheBudget)
         guard (0...(1 << 30)).contains(screenCacheBytes) else {
             throw Error(description: "baton.screen.cache.bytes (BATON_SCREEN_CACHE_BYTES) must be 0–1073741824; got \(screenCacheBytes)")
         }
