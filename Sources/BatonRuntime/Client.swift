@@ -172,14 +172,9 @@ public struct ScreenReply: Sendable {
         self.etag = etag
     }
 
-    /// Feeds `body` to `consume` in chunks, with the value of every `"payload":"…"` member left
-    /// out. The sequence can only be a member name: inside a JSON string a quote is escaped.
-    static func maskingPayloads(_ body: [UInt8], _ consume: (UnsafeRawBufferPointer) -> Void) {
-        splittingPayloads(body) { chunk, _ in consume(chunk) }
-    }
-
     /// Feeds `body` to `consume` in order: each chunk that ends where a `"payload":"…"` member's
-    /// value begins, with that value; then the rest after the last value, with nil.
+    /// value begins, with that value; then the rest after the last value, with nil. The
+    /// sequence can only be a member name: inside a JSON string a quote is escaped.
     static func splittingPayloads(_ body: [UInt8], _ consume: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) -> Void) {
         let marker = Array(#""payload":""#.utf8)
         body.withUnsafeBytes { bytes in

@@ -310,29 +310,29 @@ public final class FlowRuntime: Sendable {
         let key = ScreenCache.Key(
             screen: name, parameters: parameters, user: identity.user, device: identity.device, profile: profile,
             startExpiry: encoder.startExpiry)
-        let encodedScope = served.screens.isEnabled ? scope.encoded : nil
-        if let encodedScope, let entry = served.screens.entry(for: key, scope: encodedScope),
-            let body = served.screens.answer(entry, identity: identity, signer: signer)
-        {
-            entry.publish()
-            metrics.screenAnswered(held: true)
-            return ScreenReply(body: body, etag: entry.etag)
+        var miss: ScreenCache.Miss?
+        switch served.screens.lookup(key, scope: scope) {
+        case .held(let entry)?:
+            if let body = served.screens.answer(entry, identity: identity, signer: signer) {
+                entry.publish()
+                metrics.screenAnswered(held: true)
+                return ScreenReply(body: body, etag: entry.etag)
+            }
+        case .miss(let recording)?: miss = recording
+        case nil: break
         }
-        let log = encodedScope != nil ? MintLog() : nil
-        encoder.mintLog = log
+        encoder.mintLog = miss?.log
         let fitted: FittedReply
         do {
             fitted = try screen(template, scope: scope, encoder: encoder, profile: profile, served: served)
         } catch {
             throw Self.commandError(error, flow: nil) ?? error
         }
-        var builder = log.map { ScreenCache.Builder(log: $0, capacity: fitted.bytes.count) }
+        miss?.reserve(fitted.bytes.count)
         let reply = ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry) {
-            builder?.add($0, payload: $1)
+            miss?.add($0, payload: $1)
         }
-        if let builder, let encodedScope {
-            served.screens.hold(builder, etag: reply.etag, scope: encodedScope, publish: fitted.publish, for: key)
-        }
+        if let miss { served.screens.hold(miss, etag: reply.etag, publish: fitted.publish) }
         fitted.publish()
         metrics.screenAnswered(held: false)
         return reply

@@ -50,7 +50,7 @@ package final class GenerationalCache<Key: Hashable & Sendable, Value: Sendable>
         _ = dropped  // freed here, after the lock is let go
     }
 
-    /// How many entries are held, and their cost (for tests and metrics).
+    /// How many entries are held, and their cost (for tests).
     package var usage: (count: Int, cost: Int) {
         state.withLock { ($0.current.entries.count + $0.previous.entries.count, $0.current.cost + $0.previous.cost) }
     }

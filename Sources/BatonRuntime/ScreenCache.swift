@@ -66,29 +66,45 @@ final class ScreenCache: Sendable {
         store = GenerationalCache(capacity: budget > 0 ? 4096 : 0, costLimit: budget / 2)
     }
 
-    var isEnabled: Bool { store.capacity > 0 }
-
-    /// The screen held for `key`, if it was rendered from exactly `scope` (encoded).
-    func entry(for key: Key, scope: [UInt8]) -> Entry? {
-        guard isEnabled, let entry = store.value(for: key), entry.scope == scope else { return nil }
-        return entry
+    /// What a screen request does with the cache.
+    enum Lookup {
+        /// Answer from this held screen.
+        case held(Entry)
+        /// Render, recording what the cache needs to hold the result.
+        case miss(Miss)
     }
 
-    /// Cuts a freshly fitted screen's payloads out while its ETag is computed (one pass over
-    /// its bytes); ``hold(_:etag:scope:publish:for:)`` then keeps it.
-    struct Builder {
+    /// The held screen for `key` if it was rendered from exactly `scope`, else what to record
+    /// while rendering; nil when nothing will be held (the cache is off, or the scope has no
+    /// encoding).
+    func lookup(_ key: Key, scope: TemplateScope) -> Lookup? {
+        guard store.capacity > 0, let encoded = scope.encoded else { return nil }
+        if let entry = store.value(for: key), entry.scope == encoded { return .held(entry) }
+        return .miss(Miss(key: key, scope: encoded))
+    }
+
+    /// A screen being rendered for the cache: its start payloads as they are minted
+    /// (``log``), then its fitted bytes cut where they go while its ETag is computed (one pass
+    /// over them, ``add(_:payload:)``); ``hold(_:etag:publish:)`` keeps the result.
+    struct Miss {
+        fileprivate let key: Key
+        fileprivate let scope: [UInt8]
+        /// Given to the encoder, which records each start payload it mints.
+        let log = MintLog()
         fileprivate var bytes: [UInt8] = []
         fileprivate var holes: [Hole] = []
         /// False once a payload turns up that the log did not mint (a command action's): such a
         /// screen is not held.
         fileprivate var complete = true
-        private let log: MintLog
         private var next = 0
 
-        init(log: MintLog, capacity: Int) {
-            self.log = log
-            bytes.reserveCapacity(capacity)
+        fileprivate init(key: Key, scope: [UInt8]) {
+            self.key = key
+            self.scope = scope
         }
+
+        /// Makes room for the fitted bytes (before ``add(_:payload:)``).
+        mutating func reserve(_ count: Int) { bytes.reserveCapacity(count) }
 
         /// The next chunk of the fitted bytes, and the payload after it (nil after the last).
         /// The fit keeps the minted order and may drop actions, so each payload is looked for
@@ -106,11 +122,11 @@ final class ScreenCache: Sendable {
         }
     }
 
-    /// Holds what `builder` cut out of a screen rendered from `scope` (encoded).
-    func hold(_ builder: Builder, etag: String, scope: [UInt8], publish: @escaping @Sendable () -> Void, for key: Key) {
-        guard isEnabled, builder.complete else { return }
-        let entry = Entry(scope: scope, bytes: builder.bytes, holes: builder.holes, etag: etag, publish: publish)
-        store.insert(entry, for: key, cost: Self.cost(of: entry))
+    /// Holds the screen `miss` recorded, with its ETag and its fit's count.
+    func hold(_ miss: Miss, etag: String, publish: @escaping @Sendable () -> Void) {
+        guard miss.complete else { return }
+        let entry = Entry(scope: miss.scope, bytes: miss.bytes, holes: miss.holes, etag: etag, publish: publish)
+        store.insert(entry, for: miss.key, cost: Self.cost(of: entry))
     }
 
     /// About what an entry occupies in memory: its two byte arrays, a few hundred bytes per

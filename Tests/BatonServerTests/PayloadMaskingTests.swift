@@ -24,7 +24,7 @@ import Testing
 
     static func masked(_ body: [UInt8]) -> [UInt8] {
         var output: [UInt8] = []
-        ScreenReply.maskingPayloads(body) { output += $0 }
+        ScreenReply.splittingPayloads(body) { chunk, _ in output += chunk }
         return output
     }
 
