@@ -1,13 +1,22 @@
 // swift-tools-version:6.2
 import PackageDescription
 
+// NonisolatedNonsendingByDefault: a nonisolated async function runs on its caller's executor
+// instead of hopping to the generic one on entry. Baton has no actors; the hop it saved was a
+// check of the task's executor preference under a lock on every call (3 % of a command's CPU,
+// docs/benchmarks.md). Every target that passes Baton an async closure needs it too, or the
+// closure types differ (tests here, the Benchmarks package).
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
 ]
 
 // Tests import umbrella modules freely; member import visibility buys them nothing.
-let testSettings: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+let testSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+]
 
 let package = Package(
     name: "baton",

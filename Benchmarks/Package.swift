@@ -9,6 +9,11 @@ import PackageDescription
 // worktree. Read it from where this manifest lives so the benchmarks build from any checkout.
 let baton = String(Context.packageDirectory.split(separator: "/").dropLast().last ?? "main").lowercased()
 
+// Baton's modules are built with nonisolated async functions running on their caller's executor
+// (the main package's `NonisolatedNonsendingByDefault`); code that passes them async closures
+// must agree, or the closure types differ and do not link.
+let settings: [SwiftSetting] = [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]
+
 let package = Package(
     name: "BatonBenchmarks",
     platforms: [.macOS(.v15)],
@@ -23,7 +28,8 @@ let package = Package(
         .target(
             name: "BenchmarkScreens",
             dependencies: [.product(name: "BatonContract", package: baton), .product(name: "BatonJSON", package: baton)],
-            path: "Benchmarks/BenchmarkScreens"
+            path: "Benchmarks/BenchmarkScreens",
+            swiftSettings: settings
         ),
         .executableTarget(
             name: "BatonBenchmarks",
@@ -39,19 +45,22 @@ let package = Package(
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
             ],
             path: "Benchmarks/BatonBenchmarks",
+            swiftSettings: settings,
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         // Fit + encode in a plain loop, for valgrind's instruction counts (docs/benchmarks.md).
         .executableTarget(
             name: "baton-fit-count",
             dependencies: ["BenchmarkScreens", .product(name: "BatonContract", package: baton), .product(name: "BatonJSON", package: baton)],
-            path: "Benchmarks/FitCount"
+            path: "Benchmarks/FitCount",
+            swiftSettings: settings
         ),
         // The database client alone, beside pgbench (Benchmarks/e2e/db-client-vs-pgbench.sh).
         .executableTarget(
             name: "baton-db-client-bench",
             dependencies: [.product(name: "BatonPostgres", package: baton), .product(name: "BatonExecutor", package: baton), .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
-            path: "Benchmarks/DatabaseClient"
+            path: "Benchmarks/DatabaseClient",
+            swiftSettings: settings
         ),
     ]
 )

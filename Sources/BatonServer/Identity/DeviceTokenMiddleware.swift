@@ -26,7 +26,7 @@ public struct DeviceTokenMiddleware: RouterMiddleware {
         self.pool = pool
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    public func handle(_ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.deviceID] else { return try await next(request, context) }
         guard let uuid = UUID(canonical: String(header.trimmingOptionalWhitespace)) else {
             throw APIError.invalidRequest("X-Device-Id must be a UUID")

@@ -9,7 +9,7 @@ public struct AccessLogMiddleware: RouterMiddleware {
     public init() {}
 
     public func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+        _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
     ) async throws -> Response {
         let started = ContinuousClock.now
         let response = try await next(request, context)

@@ -13,7 +13,7 @@ public struct BodyLimitMiddleware: RouterMiddleware {
     }
 
     public func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+        _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
     ) async throws -> Response {
         if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
             throw APIError.bodyTooLarge(limit: limit)

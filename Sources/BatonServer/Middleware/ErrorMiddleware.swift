@@ -22,7 +22,7 @@ public struct ErrorMiddleware: RouterMiddleware {
     }
 
     public func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+        _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
     ) async throws -> Response {
         do {
             let response = try await next(request, context)

@@ -14,7 +14,7 @@ public struct HTTPMetricsMiddleware: RouterMiddleware {
     static let knownMethods: Set<HTTPRequest.Method> = [.get, .head, .post, .put, .patch, .delete, .options]
 
     public func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+        _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
     ) async throws -> Response {
         let started = ContinuousClock.now
         let response = try await next(request, context)

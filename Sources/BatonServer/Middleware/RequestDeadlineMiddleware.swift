@@ -23,7 +23,7 @@ public struct RequestDeadlineMiddleware: RouterMiddleware {
         self.timeout = timeout
     }
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    public func handle(_ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response) async throws -> Response {
         let deadline = Deadline()
         let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
         let timer = withUnsafeCurrentTask { task in

@@ -12,7 +12,7 @@ public struct RequestIDMiddleware: RouterMiddleware {
     public init() {}
 
     public func handle(
-        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+        _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
     ) async throws -> Response {
         var context = context
         let id = request.headers[.requestID].flatMap(Self.acceptable) ?? Self.generate()
