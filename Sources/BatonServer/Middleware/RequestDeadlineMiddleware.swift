@@ -24,17 +24,13 @@ public struct RequestDeadlineMiddleware: RouterMiddleware {
     }
 
     public func handle(_ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response) async throws -> Response {
-        let deadline = Deadline()
+        let deadline = withUnsafeCurrentTask { Deadline(cancelling: UnsafeTaskReference($0)) }
         let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
-        let timer = withUnsafeCurrentTask { task in
-            let task = UnsafeTaskReference(task)
-            return loop.scheduleTask(in: TimeAmount(timeout)) {
-                deadline.expire { task.cancel() }
-            }
-        }
+        // Only a loop that is shutting down refuses; the server is stopping then.
+        let timer = try? loop.scheduleCallback(in: TimeAmount(timeout), handler: deadline)
         let outcome: Result<Response, any Error>
         do { outcome = .success(try await next(request, context)) } catch { outcome = .failure(error) }
-        timer.cancel()
+        timer?.cancel()
         if deadline.finish() {
             throw APIError.unavailable("the request did not complete within its deadline; try again shortly")
         }
@@ -42,16 +38,21 @@ public struct RequestDeadlineMiddleware: RouterMiddleware {
     }
 }
 
-/// Whether a request's deadline passed; the timer cancels the task only while it still runs.
-private final class Deadline: Sendable {
+/// Whether a request's deadline passed, and the timer's callback (NIO's scheduled callback:
+/// unlike `scheduleTask`, no promise to allocate and to fail with an error when the request
+/// finishes first, as nearly every one does). The task is cancelled only while it still runs.
+private final class Deadline: NIOScheduledCallbackHandler, Sendable {
+    private let task: UnsafeTaskReference
     /// (finished, expired)
     private let state = Mutex((false, false))
 
-    func expire(_ cancel: () -> Void) {
+    init(cancelling task: UnsafeTaskReference) { self.task = task }
+
+    func handleScheduledCallback(eventLoop: some EventLoop) {
         state.withLock { state in
             guard !state.0 else { return }
             state.1 = true
-            cancel()
+            task.cancel()
         }
     }
 
