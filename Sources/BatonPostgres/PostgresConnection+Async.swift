@@ -308,9 +308,7 @@ extension PostgresConnection {
         guard abortReason == nil else { return }
         abortReason = reason
         if cancelStatement, let cancelToken {
-            let thread = Thread { cancelToken.send() }
-            thread.name = "baton-db-cancel"
-            thread.start()
+            startThread(named: "baton-db-cancel") { cancelToken.send() }
         }
         let socket = PQsocket(handle)
         if socket >= 0 {
@@ -327,7 +325,7 @@ extension PostgresConnection {
     /// binds it to `loop`.
     static func open(conninfo: String, limits: Limits = Limits(), on loop: any DatabaseLoop) async throws -> PostgresConnection {
         let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
-            Thread.detachNewThread {
+            startThread(named: "baton-db-connect") {
                 continuation.resume(returning: Result { try PostgresConnection(conninfo: conninfo, limits: limits) })
             }
         }

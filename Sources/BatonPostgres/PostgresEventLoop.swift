@@ -64,15 +64,12 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         guard pipe(&fds) == 0 else { fatalError("baton: cannot create the database loop's wake-up pipe (errno \(errno))") }
         for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         (wakeRead, wakeWrite) = (fds[0], fds[1])
-        let thread = Thread { [self] in
+        // Flow steps, templates and JSON run here: the same stack as an event loop's thread.
+        startThread(named: name, stackSize: 8 << 20) { [self] in
             self.thread = pthread_self()
             started.signal()
             run()
         }
-        thread.name = name
-        // Flow steps, templates and JSON run here: the same stack as an event loop's thread.
-        thread.stackSize = 8 << 20
-        thread.start()
         started.wait()
     }
 

@@ -460,7 +460,7 @@ public final class PostgresPool: Sendable {
         let configuration = configuration
         let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
             call.connecting = continuation
-            Thread.detachNewThread {
+            startThread(named: "baton-db-connect") {
                 let result = Result {
                     try PostgresConnection(conninfo: configuration.conninfo, limits: configuration.limits, faults: configuration.faults)
                 }
@@ -496,7 +496,7 @@ public final class PostgresPool: Sendable {
         probeLimits.connect = .seconds(2)
         let limits = probeLimits
         let conninfo = configuration.conninfo
-        let thread = Thread { [self] in
+        startThread(named: "baton-db-probe") { [self] in
             while !state.withLock({ $0.closed }) {
                 if let connection = try? PostgresConnection(conninfo: conninfo, limits: limits),
                     (try? connection.query("SELECT 1")) != nil
@@ -507,8 +507,6 @@ public final class PostgresPool: Sendable {
                 Thread.sleep(forTimeInterval: 0.5)
             }
         }
-        thread.name = "baton-db-probe"
-        thread.start()
     }
 }
 

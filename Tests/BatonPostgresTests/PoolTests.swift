@@ -57,6 +57,19 @@ struct PoolTests {
         #expect(pool.statistics.connectionsOpened == MultiThreadedEventLoopGroup.singleton.makeIterator().map { $0 }.count)
     }
 
+    #if os(Linux)
+    @Test("the database loops' threads carry their own names, as top -H and perf show them")
+    func threadNames() throws {
+        let loops = PostgresEventLoop.shared.count
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+        let names = Set(tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        for index in 0..<loops {
+            #expect(names.contains("baton-db-io-\(index)"), "threads: \(names.sorted())")
+        }
+    }
+    #endif
+
     @Test("an exhausted pool makes callers wait, then times out with a clear error")
     func exhaustion() async throws {
         let conninfo = try await TestDatabase.make()
