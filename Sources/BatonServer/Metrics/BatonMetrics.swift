@@ -129,7 +129,36 @@ public final class BatonMetrics: Sendable {
 
     // MARK: - Flows
 
-    private let commandDurations = Mutex<[String: DurationHistogram]>([:])
+    /// The series one flow's commands and sessions move, made through the registry once: a
+    /// command then finds all of them with one lookup of its flow's name, where each
+    /// ``counter(_:_:)`` call built its label list and its family's name again.
+    private struct FlowSeries: Sendable {
+        var commands: [CommandOutcome: Counter]
+        var duration: DurationHistogram
+        var started: Counter
+        var finished: [SessionResult: Counter]
+    }
+    /// Bounded: flow names are the flows loaded, `unknown` and `other` (``FlowRuntime``'s labels).
+    private let flowSeries = Mutex<[String: FlowSeries]>([:])
+
+    private func series(of flow: String) -> FlowSeries {
+        flowSeries.withLock { cache in
+            if let series = cache[flow] { return series }
+            let series = FlowSeries(
+                commands: Dictionary(uniqueKeysWithValues: CommandOutcome.allCases.map {
+                    ($0, registry.makeCounter(descriptor: Families.commands, labels: [("flow", flow), ("outcome", $0.rawValue)]))
+                }),
+                duration: registry.makeDurationHistogram(
+                    descriptor: Families.commandDuration, labels: [("flow", flow)], buckets: Self.latencyBuckets),
+                started: registry.makeCounter(descriptor: Families.sessionsStarted, labels: [("flow", flow)]),
+                finished: Dictionary(uniqueKeysWithValues: SessionResult.allCases.map {
+                    ($0, registry.makeCounter(descriptor: Families.sessionsFinished, labels: [("flow", flow), ("result", $0.rawValue)]))
+                })
+            )
+            cache[flow] = series
+            return series
+        }
+    }
 
     // MARK: - Contract
 
@@ -251,15 +280,9 @@ public final class BatonMetrics: Sendable {
 
 extension BatonMetrics: RuntimeMetrics {
     public func commandFinished(flow: String, outcome: CommandOutcome, duration: Duration) {
-        counter(Families.commands, [("flow", flow), ("outcome", outcome.rawValue)]).increment()
-        let histogram = commandDurations.withLock { cache in
-            if let histogram = cache[flow] { return histogram }
-            let histogram = registry.makeDurationHistogram(
-                descriptor: Families.commandDuration, labels: [("flow", flow)], buckets: Self.latencyBuckets)
-            cache[flow] = histogram
-            return histogram
-        }
-        histogram.record(duration)
+        let series = series(of: flow)
+        series.commands[outcome]?.increment()
+        series.duration.record(duration)
     }
 
     public func screenAnswered(held: Bool) {
@@ -267,26 +290,18 @@ extension BatonMetrics: RuntimeMetrics {
     }
 
     public func sessionStarted(flow: String) {
-        counter(Families.sessionsStarted, [("flow", flow)]).increment()
+        series(of: flow).started.increment()
     }
 
     public func sessionFinished(flow: String, result: SessionResult) {
-        counter(Families.sessionsFinished, [("flow", flow), ("result", result.rawValue)]).increment()
+        series(of: flow).finished[result]?.increment()
     }
 
     /// Creates every series a flow will use at zero, so dashboards and rates see them before
     /// the first command.
     public func prepare(flows: [String]) {
         for source in ["rendered", "held"] { _ = registry.makeCounter(descriptor: Families.screens, labels: [("source", source)]) }
-        for flow in flows {
-            for outcome in CommandOutcome.allCases {
-                _ = registry.makeCounter(descriptor: Families.commands, labels: [("flow", flow), ("outcome", outcome.rawValue)])
-            }
-            _ = registry.makeCounter(descriptor: Families.sessionsStarted, labels: [("flow", flow)])
-            for result in SessionResult.allCases {
-                _ = registry.makeCounter(descriptor: Families.sessionsFinished, labels: [("flow", flow), ("result", result.rawValue)])
-            }
-        }
+        for flow in flows { _ = series(of: flow) }
     }
 }
 
