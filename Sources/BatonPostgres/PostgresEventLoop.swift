@@ -18,18 +18,22 @@ import Synchronization
 /// Everything the loop owns (waiters, timers) is touched only on its thread; other threads
 /// reach it through ``execute(_:)``, which wakes it through a pipe only when it sleeps.
 public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
-    /// The loops every pool shares: `BATON_DB_LOOPS` of them (1–64), else 8.
-    ///
-    /// A body's own CPU work (the flow step, rendering, encoding) runs on its connection's
-    /// loop, and while it runs, that loop's other connections wait for their answers to be
-    /// read. Measured on 2 cores with a pool of 8 (docs/benchmarks.md), two loops held
-    /// connections longer and cost throughput; eight — about a loop per connection, which the
-    /// kernel schedules preemptively — served the most screens per second at the least CPU.
+    /// The loops every pool shares: `BATON_DB_LOOPS` of them (1–64), else ``defaultCount``.
     public static let shared: [PostgresEventLoop] = {
         let configured = ProcessInfo.processInfo.environment["BATON_DB_LOOPS"].flatMap { Int($0) }
-        let count = min(64, max(1, configured ?? 8))
+        let count = min(64, max(1, configured ?? defaultCount))
         return (0..<count).map { PostgresEventLoop(name: "baton-db-io-\($0)") }
     }()
+
+    /// Half the cores, at least one: one loop drives many connections, the way pgbench drives
+    /// all of its from one thread, and a loop that serves several connections sleeps and wakes
+    /// once for several answers. A body's own CPU work (the flow step) runs on its connection's
+    /// loop and holds up the loop's other connections meanwhile, which is why there is more than
+    /// one on a larger machine; the HTTP event loops take one thread per core besides. Measured
+    /// on 2 cores (docs/benchmarks.md, "Executor hops, deadline timers, metric lookups and
+    /// database loops"): one loop cost 5–25 % less CPU per command and per screen than two or
+    /// eight, at 2 and at 8 connections, at the same or a better throughput and p99.
+    public static var defaultCount: Int { max(1, ProcessInfo.processInfo.activeProcessorCount / 2) }
 
     private enum Work {
         case job(UnownedJob)
