@@ -325,7 +325,7 @@ extension PostgresConnection {
     /// binds it to `loop`.
     static func open(conninfo: String, limits: Limits = Limits(), on loop: any DatabaseLoop) async throws -> PostgresConnection {
         let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
-            startThread(named: "baton-db-connect") {
+            startThread(named: "baton-db-conn") {
                 continuation.resume(returning: Result { try PostgresConnection(conninfo: conninfo, limits: limits) })
             }
         }

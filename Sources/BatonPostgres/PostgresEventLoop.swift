@@ -25,15 +25,19 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         return (0..<count).map { PostgresEventLoop(name: "baton-db-io-\($0)") }
     }()
 
-    /// Half the cores, at least one: one loop drives many connections, the way pgbench drives
-    /// all of its from one thread, and a loop that serves several connections sleeps and wakes
-    /// once for several answers. A body's own CPU work (the flow step) runs on its connection's
-    /// loop and holds up the loop's other connections meanwhile, which is why there is more than
-    /// one on a larger machine; the HTTP event loops take one thread per core besides. Measured
-    /// on 2 cores (docs/benchmarks.md, "Executor hops, deadline timers, metric lookups and
-    /// database loops"): one loop cost 5–25 % less CPU per command and per screen than two or
-    /// eight, at 2 and at 8 connections, at the same or a better throughput and p99.
-    public static var defaultCount: Int { max(1, ProcessInfo.processInfo.activeProcessorCount / 2) }
+    /// Eight: about a loop per connection of a default pool, which the kernel schedules
+    /// preemptively. A body's own CPU work (the flow step) runs on its connection's loop and
+    /// holds up the loop's other connections, their statements' deadlines and a `LISTEN` on it
+    /// meanwhile.
+    ///
+    /// Fewer loops cost less CPU: on 2 cores (docs/benchmarks.md, "Executor hops, deadline
+    /// timers, metric lookups and database loops") one loop served commands and screens at
+    /// 10–21 % less CPU than eight, at the same or a better throughput, since a loop that serves
+    /// several connections wakes once for several answers. It is not the default because then
+    /// everything waits on that one thread: a long flow step delays every call in flight, and in
+    /// the test suite's process (many applications, one loop) a listener's stop waited 2.9 s
+    /// behind other work. `BATON_DB_LOOPS` sets it for a small machine.
+    public static let defaultCount = 8
 
     private enum Work {
         case job(UnownedJob)

@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// The connection is driven by a ``DatabaseLoop`` like a pool's: no thread is parked on it;
 /// when the server sends, the listener's task reads what arrived. Events are reported on the
-/// loop's thread (an event loop that also serves HTTP), so `onEvent` must return quickly.
+/// loop's thread (a database loop the pools' connections share, or with `BATON_DB_LOOPS=0` an
+/// event loop that also serves HTTP), so `onEvent` must return quickly.
 /// Notifications that arrive while it is disconnected are lost (PostgreSQL does not queue them
 /// for absent listeners): a client must re-check what it listens for on every
 /// ``Event/connected``.

@@ -59,7 +59,7 @@ struct PoolTests {
 
     #if os(Linux)
     @Test("the database loops' threads carry their own names, as top -H and perf show them")
-    func threadNames() throws {
+    func threadNames() async throws {
         let loops = PostgresEventLoop.shared.count
         let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
         let names = Set(tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
@@ -67,6 +67,13 @@ struct PoolTests {
         for index in 0..<loops {
             #expect(names.contains("baton-db-io-\(index)"), "threads: \(names.sorted())")
         }
+        // A name longer than the kernel keeps is cut to its first 15 bytes, not dropped.
+        let seen: String = await withCheckedContinuation { continuation in
+            startThread(named: "baton-test-name-too-long") {
+                continuation.resume(returning: (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
+            }
+        }
+        #expect(seen.trimmingCharacters(in: .whitespacesAndNewlines) == "baton-test-name")
     }
     #endif
 

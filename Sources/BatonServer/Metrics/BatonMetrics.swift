@@ -138,7 +138,8 @@ public final class BatonMetrics: Sendable {
         var started: Counter
         var finished: [SessionResult: Counter]
     }
-    /// Bounded: flow names are the flows loaded, `unknown` and `other` (``FlowRuntime``'s labels).
+    /// Bounded as the registry's own series are: one entry per flow name any release served in
+    /// this process's life, plus `unknown` (``FlowRuntime``'s label for a flow not served).
     private let flowSeries = Mutex<[String: FlowSeries]>([:])
 
     private func series(of flow: String) -> FlowSeries {
