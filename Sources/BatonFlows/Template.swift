@@ -164,29 +164,22 @@ public struct TemplateScope: Sendable {
     /// encoding render the same bytes — except NaN and the infinities, which encode as `null`
     /// but render otherwise (a database loader can return them from a `float8`).
     public var encoded: [UInt8]? {
-        guard roots.allSatisfy(\.isFinite) else { return nil }
-        let order = names.indices.sorted { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }
-        var object = JSONObject(minimumCapacity: names.count)
-        for index in order { object[names[index]] = roots[index] }
-        return JSONEncoding.encode(.object(object))
+        // Written member by member: no object built to encode, and one pass finds a NaN.
+        var writer = JSONWriter(capacity: 4096)
+        var first = true
+        writer.write(byte: UInt8(ascii: "{"))
+        for index in names.indices.sorted(by: { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }) {
+            writer.writeKey(names[index], first: &first)
+            writer.write(roots[index])
+        }
+        writer.write(byte: UInt8(ascii: "}"))
+        return writer.wroteNonFinite ? nil : writer.bytes()
     }
 
     private func slot(_ name: String) -> Int? {
         let length = name.utf8.count
         for index in names.indices where names[index].utf8.count == length && names[index] == name { return index }
         return nil
-    }
-}
-
-extension JSONValue {
-    /// Whether every number in the value is finite.
-    fileprivate var isFinite: Bool {
-        switch self {
-        case .double(let number): number.isFinite
-        case .array(let items): items.allSatisfy(\.isFinite)
-        case .object(let object): object.values.allSatisfy(\.isFinite)
-        case .null, .bool, .int, .string: true
-        }
     }
 }
 

@@ -42,6 +42,8 @@ package struct JSONWriter: ~Copyable {
     private let readsStoredStrings = StoredUTF8.layoutHolds
     /// Reads the tree's containers in place.
     private let reader = TreeReader()
+    /// Whether a NaN or an infinity was written (as `null`, which does not round-trip).
+    package private(set) var wroteNonFinite = false
 
     package init(capacity: Int = 1 << 16) {
         self.capacity = max(capacity, 64)
@@ -206,7 +208,10 @@ package struct JSONWriter: ~Copyable {
     }
 
     package mutating func write(_ number: Double) {
-        guard number.isFinite else { return write(raw: "null") }
+        guard number.isFinite else {
+            wroteNonFinite = true
+            return write(raw: "null")
+        }
         if number == number.rounded(), abs(number) < 1e15 { return write(Int(number)) }
         var text = String(number)
         text.withUTF8 { write($0) }
