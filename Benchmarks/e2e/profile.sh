@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Where Baton's CPU goes on one path: `perf record -F 1999 -g` on `baton serve` while wrk loads
+# it, then each matching function's share of the samples, inclusive (itself and what it calls).
+# The profile shares quoted in docs/benchmarks.md are read this way.
+#
+#   Benchmarks/e2e/profile.sh [--path screen|command] [--match REGEX] [--seconds 7]
+#                             [--connections 32] [--pool 8] [--baton PATH | --no-build]
+#
+# --match picks the functions listed (default: Baton's own modules and the Swift runtime's
+# executor checks); the 25 most sampled leaf functions are listed first either way. perf must
+# be installed (Debian: linux-perf) and allowed to attach (run as root, or lower
+# kernel.perf_event_paranoid). perf makes thread switches dearer: compare shares, not µs.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+path=screen; match='Baton|getPreferredTaskExecutor'; seconds=7; connections=32; pool=8; port=8089
+options="path match seconds connections pool port" # read by common.sh
+. "$here/common.sh"
+command -v perf >/dev/null || { echo "perf is not installed (Debian: apt-get install linux-perf)" >&2; exit 1; }
+
+start_baton "$pool"
+LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
+case "$path" in
+  screen)
+    prepare_screen
+    load=(-s "$here/screen.lua" "$screen_url")
+    ;;
+  command)
+    # Fresh users, one command each (a repeat is a much cheaper replay): enough for the run.
+    python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count $((seconds * 6000 + 12000)) --prefix profile \
+      --secret "$BATON_JWT_HS256_SECRET" --out "$data/commands.txt" >/dev/null
+    load=(-s "$here/command.lua" "http://127.0.0.1:$port" -- "$data/commands.txt" 1)
+    ;;
+  *) echo "--path is screen or command" >&2; exit 2 ;;
+esac
+
+# A second of load before the samples start, and a second after they end.
+wrk -t1 -c"$connections" -d$((seconds + 2))s "${load[@]}" >"$data/wrk.out" 2>&1 &
+load_pid=$!
+sleep 1
+perf record -q -F 1999 -g -p "$serve_pid" -o "$data/perf.data" -- sleep "$seconds" 2>/dev/null
+wait "$load_pid"
+grep -E 'Requests/sec|Non-2xx|Socket errors' "$data/wrk.out" || true
+perf script -i "$data/perf.data" -F comm,ip,sym 2>/dev/null | python3 -c '
+import collections, re, sys
+pattern = re.compile(sys.argv[1])
+leaf, inclusive, samples, stack = collections.Counter(), collections.Counter(), 0, None
+def done(stack):
+    global samples
+    if stack is None: return
+    samples += 1
+    if stack: leaf[stack[0]] += 1
+    for name in set(stack): inclusive[name] += 1
+for line in sys.stdin:
+    if not line.strip(): done(stack); stack = None
+    elif not line[0].isspace(): stack = []
+    else:
+        parts = line.split(None, 1)
+        stack.append(re.sub(r"\+0x[0-9a-f]+$", "", parts[1].strip()) if len(parts) > 1 else "?")
+done(stack)
+print(f"{samples} samples\n\nleaf functions (self):")
+for name, count in leaf.most_common(25): print(f"{100 * count / samples:5.1f} %  {name[:150]}")
+print(f"\ninclusive, matching {sys.argv[1]}:")
+for name, count in inclusive.most_common():
+    if pattern.search(name) and count * 1000 >= samples: print(f"{100 * count / samples:5.1f} %  {name[:150]}")
+' "$match"
