@@ -163,8 +163,11 @@ public final class BatonMetrics: Sendable {
 
     // MARK: - Contract
 
+    /// A family by its name's parts as declared (`name` would join them into a new string on
+    /// every lookup), and the label values.
     private struct SeriesKey: Hashable {
         var family: String
+        var unit: String?
         var labels: [String]
     }
     private let series = Mutex<[SeriesKey: Counter]>([:])
@@ -173,7 +176,7 @@ public final class BatonMetrics: Sendable {
     /// registry's own lookup (its lock, the label list compared, the help text checked) is too
     /// dear for counters every command or screen moves.
     private func counter(_ family: Family, _ labels: [(String, String)]) -> Counter {
-        let key = SeriesKey(family: family.name, labels: labels.map(\.1))
+        let key = SeriesKey(family: family.metricName, unit: family.unitName, labels: labels.map(\.1))
         return series.withLock { cache in
             if let counter = cache[key] { return counter }
             let counter = registry.makeCounter(descriptor: family, labels: labels)
