@@ -152,6 +152,8 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         var batch = Deque<Work>(minimumCapacity: 64)
         let descriptors = UnsafeMutableBufferPointer<pollfd>.allocate(capacity: 1024)
         defer { descriptors.deallocate() }
+        // When the previous turn's `poll` returned: the answers it saw have run by the end of this turn.
+        var previousPoll = ContinuousClock.now
         while true {
             // Run what is queued; jobs queued meanwhile wait for the next turn, after the sockets.
             inbox.withLock { inbox in swap(&inbox.work, &batch) }
@@ -178,10 +180,12 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                 return false
             }
             let ready = poll(descriptors.baseAddress, nfds_t(count), mustSpin ? 0 : timeout)
+            let polled = ContinuousClock.now
             inbox.withLock { inbox in
                 inbox.sleeping = false
                 inbox.woken = false
             }
+            var answered = false
             if ready > 0 {
                 if descriptors[0].revents != 0 {
                     var sink: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
@@ -190,10 +194,16 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                 for index in 1..<count where descriptors[index].revents != 0 {
                     if let waiter = waiters.removeValue(forKey: descriptors[index].fd) {
                         waiter.continuation.resume(returning: descriptors[index].revents)
+                        answered = true
                     }
                 }
             }
-            if !timers.isEmpty { for action in timers.takeDue(by: .now) { action() } }
+            // A deadline fires only after the answers that had come by then were read: a loop held
+            // up past it (a long flow step, a stalled machine) must not time out a statement whose
+            // answer was waiting. What this `poll` saw runs in the next turn, so while it saw
+            // anything, timers fire up to the previous `poll` only — at most one turn late.
+            if !timers.isEmpty { for action in timers.takeDue(by: answered ? previousPoll : polled) { action() } }
+            previousPoll = polled
         }
     }
 }

@@ -52,6 +52,33 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    @Test(
+        "a database loop held up past a call's deadline does not time out a statement whose answer had come meanwhile",
+        .enabled(if: ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] != "0", "the database threads' loop"))
+    func lateLoopKeepsAnswer() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        // Prepared on the pool's one connection (the first loop's), so below it is one round trip.
+        try await pool.query("SELECT 42")
+        let loop = PostgresEventLoop.shared[0]
+        let answer = try await pool.withConnection(timeout: .milliseconds(200)) { connection in
+            // Queued behind this step: the loop's thread is busy for 500 ms (as with another
+            // request's long flow step) while the answer arrives and the deadline passes.
+            loop.execute { usleep(500_000) }
+            return try await connection.query("SELECT 42")[0].decode(Int.self, at: 0)
+        }
+        #expect(answer == 42)
+        #expect(pool.statistics.deadlineExpiries == 0)
+        // A call whose answer has not come by then still times out, one turn of the loop late at most.
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withConnection(timeout: .milliseconds(200)) { connection in
+                loop.execute { usleep(500_000) }
+                return try await connection.query("SELECT pg_sleep(2)")
+            }
+        }
+        #expect(error?.code == .timedOut)
+        await pool.close()
+    }
+
     @Test("closing the pool (SIGTERM) is never held up longer than a call's deadline by a stuck statement")
     func closeIsBounded() async throws {
         let pool = PostgresPool(
