@@ -39,6 +39,13 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     /// behind other work. `BATON_DB_LOOPS` sets it for a small machine.
     public static let defaultCount = 8
 
+    /// The loop ``PostgresListener``s use: a thread of their own, so a notification (and a
+    /// listener's stop) never waits behind the pools' work. It starts with the first listener.
+    static let listening = PostgresEventLoop(name: "baton-db-listen")
+
+    /// Every loop started in this process (the pools', the listeners').
+    private static let all = Mutex<[PostgresEventLoop]>([])
+
     private enum Work {
         case job(UnownedJob)
         case closure(@Sendable () -> Void)
@@ -79,6 +86,7 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
             run()
         }
         started.wait()
+        Self.all.withLock { $0.append(self) }
     }
 
     /// Whether the calling thread is this loop's.
@@ -88,7 +96,7 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     }
 
     /// Whether the calling thread is any database loop's: blocking libpq calls are refused there.
-    static var onAnyLoop: Bool { shared.contains { $0.inLoop } }
+    static var onAnyLoop: Bool { all.withLock { $0.contains { $0.inLoop } } }
 
     // MARK: - Executor
 

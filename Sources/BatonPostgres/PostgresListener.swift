@@ -7,8 +7,8 @@ import Synchronization
 ///
 /// The connection is driven by a ``DatabaseLoop`` like a pool's: no thread is parked on it;
 /// when the server sends, the listener's task reads what arrived. Events are reported on the
-/// loop's thread (a database loop the pools' connections share, or with `BATON_DB_LOOPS=0` an
-/// event loop that also serves HTTP), so `onEvent` must return quickly.
+/// loop's thread (the database loop the process's listeners share, `baton-db-listen`, or with
+/// `BATON_DB_LOOPS=0` an event loop that also serves HTTP), so `onEvent` must return quickly.
 /// Notifications that arrive while it is disconnected are lost (PostgreSQL does not queue them
 /// for absent listeners): a client must re-check what it listens for on every
 /// ``Event/connected``.
@@ -38,7 +38,7 @@ public final class PostgresListener: Sendable {
         self.conninfo = conninfo
         self.channel = channel
         self.onEvent = onEvent
-        self.loop = PostgresPool.loops[0]
+        self.loop = PostgresPool.listenerLoop
     }
 
     /// Starts listening.

@@ -114,6 +114,11 @@ public final class PostgresPool: Sendable {
     static let loops: [any DatabaseLoop] =
         ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0" ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
 
+    /// The loop that drives ``PostgresListener``s' connections: with database threads, one of
+    /// its own, so that the pools' work (several requests' flow steps on a loop) never holds up
+    /// a notification or a listener's stop; on the event loops, the first of them.
+    static var listenerLoop: any DatabaseLoop { loops is [EventLoopDatabaseLoop] ? loops[0] : PostgresEventLoop.listening }
+
     /// The pool's configuration.
     public let configuration: Configuration
     private let state = Mutex(State())

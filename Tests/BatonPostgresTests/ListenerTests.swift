@@ -53,4 +53,29 @@ struct ListenerTests {
         #expect(try listening[0].decode(Int.self, at: 0) == 0, "the connection is closed")
         await pool.close()
     }
+
+    @Test(
+        "a listener has a loop of its own: with the pools' first loop held up, a notification arrives and stop returns at once",
+        .enabled(if: ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] != "0", "the database threads' loops"),
+        .timeLimit(.minutes(1)))
+    func ownLoop() async throws {
+        let conninfo = try await TestDatabase.make()
+        let events = Events()
+        let listener = PostgresListener(conninfo: conninfo, channel: "baton_own_loop") { events.record($0) }
+        listener.start()
+        try await events.wait { $0 == .connected }
+        // The first pool loop (where listeners used to be) is busy for 1.5 s, as with a long flow step...
+        PostgresEventLoop.shared[0].execute { usleep(1_500_000) }
+        let started = ContinuousClock.now
+        // ...while a plain connection on a thread of its own notifies.
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            startThread(named: "baton-test-ntfy") {
+                continuation.resume(with: Result { try PostgresConnection(conninfo: conninfo).execute("NOTIFY baton_own_loop, 'busy'") })
+            }
+        }
+        try await events.wait { $0 == .notification("busy") }
+        await listener.stop()
+        let took = ContinuousClock.now - started
+        #expect(took < .milliseconds(1000), "notified and stopped after \(took)")
+    }
 }
