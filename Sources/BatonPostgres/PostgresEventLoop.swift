@@ -25,19 +25,19 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         return (0..<count).map { PostgresEventLoop(name: "baton-db-io-\($0)") }
     }()
 
-    /// Eight: about a loop per connection of a default pool, which the kernel schedules
-    /// preemptively. A body's own CPU work (the flow step) runs on its connection's loop and
-    /// holds up the loop's other connections, their statements' deadlines and a `LISTEN` on it
-    /// meanwhile.
+    /// Half the cores, at least one: a loop drives many connections, the way pgbench drives all
+    /// of its from one thread, and a loop that serves several connections sleeps and wakes once
+    /// for several answers. On 2 cores (docs/benchmarks.md, "One database loop per two cores")
+    /// one loop served commands and screens at less CPU than two or eight, at the same or a
+    /// better throughput and p99.
     ///
-    /// Fewer loops cost less CPU: on 2 cores (docs/benchmarks.md, "Executor hops, deadline
-    /// timers, metric lookups and database loops") one loop served commands and screens at
-    /// 10–21 % less CPU than eight, at the same or a better throughput, since a loop that serves
-    /// several connections wakes once for several answers. It is not the default because then
-    /// everything waits on that one thread: a long flow step delays every call in flight, and in
-    /// the test suite's process (many applications, one loop) a listener's stop waited 2.9 s
-    /// behind other work. `BATON_DB_LOOPS` sets it for a small machine.
-    public static let defaultCount = 8
+    /// A body's own CPU work (a flow step between its statements) runs on its connection's loop
+    /// and holds up the loop's other connections meanwhile, which is why a larger machine gets
+    /// more than one; the HTTP event loops take a thread per core besides. What a busy loop
+    /// must not do is mistake its own lateness for a silent database: a deadline fires only
+    /// after the answers that had come by then were read. Listeners have a loop of their own
+    /// (``listening``).
+    public static var defaultCount: Int { max(1, ProcessInfo.processInfo.activeProcessorCount / 2) }
 
     /// The loop ``PostgresListener``s use: a thread of their own, so a notification (and a
     /// listener's stop) never waits behind the pools' work. It starts with the first listener.

@@ -107,7 +107,7 @@ public final class PostgresPool: Sendable {
     }
 
     /// The loops that drive the pools' connections: database threads of their own
-    /// (`BATON_DB_LOOPS`, default 8), or with `BATON_DB_LOOPS=0` NIO's event loops, the threads
+    /// (`BATON_DB_LOOPS`, default half the cores), or with `BATON_DB_LOOPS=0` NIO's event loops, the threads
     /// that serve HTTP. Measured on 2 cores (docs/benchmarks.md, "The database on the event
     /// loops"): the event loops cut p99 and thread switches under load, but cost more CPU per
     /// command at low concurrency, so the threads stay the default.
