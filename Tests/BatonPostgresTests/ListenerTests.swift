@@ -64,6 +64,11 @@ struct ListenerTests {
         let listener = PostgresListener(conninfo: conninfo, channel: "baton_own_loop") { events.record($0) }
         listener.start()
         try await events.wait { $0 == .connected }
+        #if os(Linux)
+        let threads = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+            .compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+        #expect(threads.contains("baton-db-listen\n"), "the listeners' loop is a thread of its own, named")
+        #endif
         // The first pool loop (where listeners used to be) is busy for 1.5 s, as with a long flow step...
         PostgresEventLoop.shared[0].execute { usleep(1_500_000) }
         let started = ContinuousClock.now
