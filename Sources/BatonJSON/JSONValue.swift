@@ -148,7 +148,8 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(nilLiteral: ()) { self = .null }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        var object = JSONObject()
+        // Sized once: assigned one by one into an empty object, its keys and values grew 1, 2, 4, …
+        var object = JSONObject(minimumCapacity: elements.count)
         for (key, value) in elements { object[key] = value }
         self = .object(object)
     }
