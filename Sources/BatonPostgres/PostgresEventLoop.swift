@@ -1,5 +1,6 @@
 import DequeModule
 import Foundation
+import NIOCore
 import Synchronization
 
 /// A thread that drives libpq connections without blocking: it runs Swift jobs and waits for
@@ -25,19 +26,20 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         return (0..<count).map { PostgresEventLoop(name: "baton-db-io-\($0)") }
     }()
 
-    /// Half the cores, at least one: a loop drives many connections, the way pgbench drives all
-    /// of its from one thread, and a loop that serves several connections sleeps and wakes once
-    /// for several answers. On 2 cores (docs/benchmarks.md, "One database loop per two cores")
-    /// one loop served commands and screens at less CPU than two or eight, at the same or a
-    /// better throughput and p99.
+    /// Half the cores (NIO's count, which heeds a container's CPU quota), at least one: a loop
+    /// drives many connections, the way pgbench drives all of its from one thread, and a loop
+    /// that serves several connections sleeps and wakes once for several answers. On 2 cores
+    /// (docs/benchmarks.md, "One database loop per two cores") one loop served commands and
+    /// screens at less CPU than two or eight, at about the same throughput and the same or a
+    /// better p99; only 2 cores were measured.
     ///
     /// A body's own CPU work (a flow step between its statements) runs on its connection's loop
     /// and holds up the loop's other connections meanwhile, which is why a larger machine gets
     /// more than one; the HTTP event loops take a thread per core besides. What a busy loop
     /// must not do is mistake its own lateness for a silent database: a deadline fires only
-    /// after the answers that had come by then were read. Listeners have a loop of their own
+    /// after what had come by then was handled. Listeners have a loop of their own
     /// (``listening``).
-    public static var defaultCount: Int { max(1, ProcessInfo.processInfo.activeProcessorCount / 2) }
+    public static var defaultCount: Int { max(1, System.coreCount / 2) }
 
     /// The loop ``PostgresListener``s use: a thread of their own, so a notification (and a
     /// listener's stop) never waits behind the pools' work. It starts with the first listener.
@@ -193,7 +195,6 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                 inbox.sleeping = false
                 inbox.woken = false
             }
-            var answered = false
             if ready > 0 {
                 if descriptors[0].revents != 0 {
                     var sink: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
@@ -202,15 +203,15 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                 for index in 1..<count where descriptors[index].revents != 0 {
                     if let waiter = waiters.removeValue(forKey: descriptors[index].fd) {
                         waiter.continuation.resume(returning: descriptors[index].revents)
-                        answered = true
                     }
                 }
             }
-            // A deadline fires only after the answers that had come by then were read: a loop held
-            // up past it (a long flow step, a stalled machine) must not time out a statement whose
-            // answer was waiting. What this `poll` saw runs in the next turn, so while it saw
-            // anything, timers fire up to the previous `poll` only — at most one turn late.
-            if !timers.isEmpty { for action in timers.takeDue(by: answered ? previousPoll : polled) { action() } }
+            // A deadline fires only after what had come by then was handled: a loop held up past it
+            // (a long flow step, a stalled machine) must not time out a call whose answer was
+            // waiting. What this `poll` found (a socket's answer, work handed over by another
+            // thread) runs in the next turn, so while there was any, timers fire up to the
+            // previous `poll` only — at most one turn late.
+            if !timers.isEmpty { for action in timers.takeDue(by: ready > 0 || mustSpin ? previousPoll : polled) { action() } }
             previousPoll = polled
         }
     }

@@ -76,6 +76,7 @@ struct DeadlineTests {
             }
         }
         #expect(error?.code == .timedOut)
+        #expect(pool.statistics.deadlineExpiries == 1)
         await pool.close()
     }
 
