@@ -67,6 +67,10 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         var continuation: UnsafeContinuation<Int16, Never>
     }
 
+    /// The thread's name (`baton-db-io-0`, `baton-db-listen`).
+    public let name: String
+    /// Nanoseconds the thread has spent working (everything but waiting in `poll`).
+    private let busyNanoseconds = Atomic<Int64>(0)
     private let inbox = Mutex(Inbox())
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -77,6 +81,7 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     private var timers = LoopTimers()
 
     private init(name: String) {
+        self.name = name
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { fatalError("baton: cannot create the database loop's wake-up pipe (errno \(errno))") }
         for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
@@ -95,6 +100,18 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     public var inLoop: Bool {
         guard let thread else { return false }
         return pthread_equal(thread, pthread_self()) != 0
+    }
+
+    /// How long a loop's thread has worked since it started: what it has to spare shows whether
+    /// `BATON_DB_LOOPS` should be raised (a loop busy nearly all the time holds up its calls).
+    public struct Usage: Sendable {
+        public let name: String
+        public let busy: Duration
+    }
+
+    /// Every database loop started in this process, with the time its thread has worked.
+    public static var usage: [Usage] {
+        all.withLock { $0.map { Usage(name: $0.name, busy: .nanoseconds($0.busyNanoseconds.load(ordering: .relaxed))) } }
     }
 
     /// Whether the calling thread is any database loop's: blocking libpq calls are refused there.
@@ -189,8 +206,11 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                 inbox.sleeping = true
                 return false
             }
+            let waiting = ContinuousClock.now
             let ready = poll(descriptors.baseAddress, nfds_t(count), mustSpin ? 0 : timeout)
             let polled = ContinuousClock.now
+            let worked = (waiting - previousPoll).components
+            busyNanoseconds.wrappingAdd(worked.seconds * 1_000_000_000 + worked.attoseconds / 1_000_000_000, ordering: .relaxed)
             inbox.withLock { inbox in
                 inbox.sleeping = false
                 inbox.woken = false

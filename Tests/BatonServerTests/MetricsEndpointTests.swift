@@ -25,6 +25,11 @@ struct MetricsEndpointTests {
                 #expect(text.contains(#"baton_db_pool_connections{state="idle"}"#))
                 #expect(text.contains("baton_db_pool_acquire_duration_seconds_count"))
                 #expect(text.contains(#"baton_build_info{version=""#))
+                // The database loops' working time, per loop: the readiness check above ran on one.
+                if ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] != "0" {
+                    let busy = text.split(separator: "\n").first { $0.hasPrefix(#"baton_db_loop_busy_seconds_total{loop="baton-db-io-0"}"#) }
+                    #expect(busy.flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }.map { $0 > 0 } == true, "\(busy ?? "no series")")
+                }
             }
         }
     }

@@ -15,6 +15,7 @@ public final class BatonMetrics: Sendable {
     /// The registry `/metrics` renders.
     public let registry: PrometheusCollectorRegistry
     private let poolSnapshot = Mutex<PostgresPool.Statistics?>(nil)
+    private let loopSnapshot = Mutex<[String: Duration]>([:])
     private let loadedFlows = Mutex<[Gauge]>([])
     private let releaseGauges = Mutex<[Gauge]>([])
 
@@ -38,6 +39,7 @@ public final class BatonMetrics: Sendable {
         static var poolAcquire: Family { Family(namespace: "baton", metricName: "db_pool_acquire_duration", unitName: "seconds", helpText: "Time spent waiting to check out a database connection.") }
         static var poolOpened: Family { Family(namespace: "baton", metricName: "db_pool_connections_opened", unitName: "total", helpText: "Database connections opened, replacements included.") }
         static var poolDiscarded: Family { Family(namespace: "baton", metricName: "db_pool_connections_discarded", unitName: "total", helpText: "Database connections found broken and discarded.") }
+        static var databaseLoopBusy: Family { Family(namespace: "baton", metricName: "db_loop_busy_seconds", unitName: "total", helpText: "Time each database loop's thread spent working rather than waiting for sockets; a rate near 1 means the loop is saturated.") }
         static var poolTimeouts: Family { Family(namespace: "baton", metricName: "db_pool_acquire_timeouts", unitName: "total", helpText: "Checkouts that gave up waiting for a free database connection.") }
         static var commands: Family { Family(namespace: "baton", metricName: "commands", unitName: "total", helpText: "Commands answered, by flow and outcome (done, refresh, input, screen, error, replayed, stale, invalid).") }
         static var commandDuration: Family { Family(namespace: "baton", metricName: "command_duration", unitName: "seconds", helpText: "Time to answer a command, by flow: payload check, transaction, effects, encoding.") }
@@ -125,6 +127,21 @@ public final class BatonMetrics: Sendable {
         advance(Families.poolOpened, statistics.connectionsOpened, previous?.connectionsOpened)
         advance(Families.poolDiscarded, statistics.connectionsDiscarded, previous?.connectionsDiscarded)
         advance(Families.poolTimeouts, statistics.acquireTimeouts, previous?.acquireTimeouts)
+    }
+
+    /// Copies the database loops' working time into counters (called when `/metrics` is
+    /// scraped). With `BATON_DB_LOOPS=0` there are none (the event loops drive the connections)
+    /// unless a listener runs.
+    public func updateDatabaseLoops(_ usage: [PostgresEventLoop.Usage]) {
+        let previous = loopSnapshot.withLock { snapshot in
+            defer { for loop in usage { snapshot[loop.name] = loop.busy } }
+            return snapshot
+        }
+        for loop in usage {
+            let counter = registry.makeCounter(descriptor: Families.databaseLoopBusy, labels: [("loop", loop.name)])
+            let added = loop.busy - (previous[loop.name] ?? .zero)
+            if added > .zero { counter.increment(by: Double(added.components.seconds) + Double(added.components.attoseconds) / 1e18) }
+        }
     }
 
     // MARK: - Flows

@@ -9,6 +9,7 @@ struct MetricsController: Sendable {
     func register(on router: Router<BatonRequestContext>, catalog: RouteCatalog) {
         router.on(.get, "/metrics", catalog: catalog) { _, _ in
             metrics.updatePool(pool.statistics, maxConnections: pool.configuration.maxConnections)
+            metrics.updateDatabaseLoops(PostgresEventLoop.usage)
             return Response(
                 status: .ok,
                 headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
