@@ -111,13 +111,15 @@ public final class PostgresPool: Sendable {
     /// threads that serve HTTP. Measured on 2 cores (docs/benchmarks.md, "One database loop,
     /// measured again"): one database thread costs less CPU per command than the event loops'
     /// relay, at 2 and at 8 connections.
-    static let loops: [any DatabaseLoop] =
-        ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0" ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
+    static let loops: [any DatabaseLoop] = onEventLoops ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
+
+    /// `BATON_DB_LOOPS=0`: connections on NIO's event loops.
+    static let onEventLoops = ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0"
 
     /// The loop that drives ``PostgresListener``s' connections: with database threads, one of
     /// its own, so that the pools' work (several requests' flow steps on a loop) never holds up
     /// a notification or a listener's stop; on the event loops, the first of them.
-    static var listenerLoop: any DatabaseLoop { loops is [EventLoopDatabaseLoop] ? loops[0] : PostgresEventLoop.listening }
+    static var listenerLoop: any DatabaseLoop { onEventLoops ? loops[0] : PostgresEventLoop.listening }
 
     /// The pool's configuration.
     public let configuration: Configuration

@@ -729,7 +729,8 @@ extension FlowDefinition.Audience {
 }
 
 extension Duration {
-    var seconds: TimeInterval {
+    /// In seconds, fractions kept (for `Date` arithmetic and metrics).
+    package var seconds: TimeInterval {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

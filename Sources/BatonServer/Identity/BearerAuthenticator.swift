@@ -135,10 +135,6 @@ public final class BearerAuthenticator: Sendable {
                 studio: studio ? StudioClaim(granted: true) : nil))
     }
 
-    /// A duration in seconds, fractions kept, for arithmetic with `Date`.
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 
     /// The `kid` of a token's header, without verifying anything; nil when there is none or the
     /// header does not parse (verification then refuses the token).
@@ -299,7 +295,7 @@ public final class BearerAuthenticator: Sendable {
             verified.remember(token, claims: claims)
         }
         let now = clock()
-        let leewaySeconds = Self.seconds(leeway)
+        let leewaySeconds = leeway.seconds
         guard now < claims.exp.value.addingTimeInterval(leewaySeconds) else {
             throw Failure(description: "the bearer token has expired")
         }
@@ -311,7 +307,7 @@ public final class BearerAuthenticator: Sendable {
             // before a far-away exp must not pass for a short-lived token.
             let issued = claims.iat.map { min($0.value, now) } ?? now
             let lifetime = claims.exp.value.timeIntervalSince(issued)
-            let limit = Self.seconds(maxLifetime)
+            let limit = maxLifetime.seconds
             guard lifetime <= limit else {
                 throw Failure(
                     description: "the bearer token lives too long (\(Int(lifetime.rounded(.up))) s from \(issued == now ? "now" : "iat") to exp; "

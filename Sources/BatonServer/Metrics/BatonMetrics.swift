@@ -140,7 +140,7 @@ public final class BatonMetrics: Sendable {
         for loop in usage {
             let counter = registry.makeCounter(descriptor: Families.databaseLoopBusy, labels: [("loop", loop.name)])
             let added = loop.busy - (previous[loop.name] ?? .zero)
-            if added > .zero { counter.increment(by: Double(added.components.seconds) + Double(added.components.attoseconds) / 1e18) }
+            if added > .zero { counter.increment(by: added.seconds) }
         }
     }
 
