@@ -12,10 +12,12 @@ export PATH="$root/.build/tools-venv/bin:$PATH"
 # The executable is built too: end-to-end tests run the real `baton` binary.
 swift build --build-tests
 # The fault tests measure wall-clock deadlines (a request on a silent database answers within
-# 6 s): they run alone, after everything else, so a busy machine does not starve them. So does
+# 6 s): they run alone, after everything else, so a busy machine does not starve them. So do
 # the listener test that holds the first database loop for 1.5 s, which every other test's
-# first connection uses.
-faults='DeadlineTests|FaultTests|ReleaseTests|ChaosTests|ListenerTests/ownLoop'
+# first connection uses, and the tests that bound waits of a few hundred milliseconds, which
+# failed now and then in the parallel pass (docs/benchmarks.md, "One database loop, measured
+# again").
+faults='DeadlineTests|FaultTests|ReleaseTests|ChaosTests|ListenerTests|PoolTests/waitersExpireInDeadlineOrder|ServiceCallTests/timeouts|TransactionTests/serializationRetry'
 # A failing test's lines are repeated at the end, so a log cut to its tail still says which.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
