@@ -36,8 +36,9 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     /// that serves several connections wakes once for several answers. It is not the default
     /// because one thread then carries all of a process's database work at one thread's share
     /// of a contended CPU: in the test suite's process (hundreds of tests, one loop) timing-bound
-    /// tests failed in two runs of seven, on eight loops in one of seven. `BATON_DB_LOOPS` sets it for
-    /// a small machine; `baton_db_loop_busy_seconds_total` shows whether a loop is saturated.
+    /// tests failed in two runs of seven, on eight loops in two of eight. `BATON_DB_LOOPS` sets
+    /// it for a small machine; `baton_db_loop_busy_seconds_total` shows whether a loop is
+    /// saturated.
     /// A busy loop does not mistake its own lateness for a silent database (a deadline fires
     /// only after what had come by then was handled), and listeners have a loop of their own
     /// (``listening``).
