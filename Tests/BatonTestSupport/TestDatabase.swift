@@ -35,11 +35,14 @@ public enum TestDatabase {
 
     /// A pool on a fresh database (see ``make(migrated:)``).
     public static func makePool(migrated: Bool = false, maxConnections: Int = 4) async throws -> PostgresPool {
-        // Generous deadlines: the suite runs many tests at once on two cores.
+        // Generous deadlines, the wait for a free connection included: the suite runs many
+        // tests at once on two cores, and a suite's tests share its pool (a pool of 4 whose
+        // holders were starved of CPU left its other tests waiting past the default 5 s).
+        // Tests of the timeouts themselves make pools of their own.
         PostgresPool(
             configuration: .init(
-                conninfo: try await make(migrated: migrated), maxConnections: maxConnections, callTimeout: .seconds(30),
-                limits: .init(statement: .seconds(25))))
+                conninfo: try await make(migrated: migrated), maxConnections: maxConnections, acquireTimeout: .seconds(30),
+                callTimeout: .seconds(30), limits: .init(statement: .seconds(25))))
     }
 
     /// The TCP address the test server also listens on (127.0.0.1), for fault tests that put a
