@@ -61,6 +61,18 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
     /// When the NIO task that runs due timers is armed for, if it is: NIO is asked for one
     /// wake-up, at the earliest due, only when that moves earlier.
     private var armedFor: ContinuousClock.Instant?
+    /// The connections driven from this loop, asked at a timer's due time whether an answer has
+    /// come that the loop has not handled yet.
+    private var relays: [ObjectIdentifier: RelayDriver] = [:]
+    /// Since when due timers have been put off for such an answer, if they are.
+    private var deferringSince: ContinuousClock.Instant?
+
+    /// How long due timers are put off at a time while an answer waits to be handled: NIO runs
+    /// due tasks before it next reads its sockets, so the wait lets it read them first.
+    static let answerGrace = Duration.milliseconds(1)
+    /// How long they are put off at most: an answer that keeps arriving (a large result) does
+    /// not hold a deadline off for long.
+    static let maxDeferral = Duration.milliseconds(50)
 
     private init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 
@@ -98,14 +110,33 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
 
     /// Runs the timers that are due, then arms for the earliest left. A wake-up that an
     /// earlier one has superseded does nothing but run what is due.
+    ///
+    /// A timer fires only after what had come by its due time was handled, as on a
+    /// ``PostgresEventLoop``: a loop held up past a call's deadline (a long flow step) must not
+    /// time out a call whose answer was waiting. NIO runs the tasks that are due before it reads
+    /// its sockets again, so while a connection of this loop, inside a call, has an answer it
+    /// has not handled (relayed but not yet read by libpq, or unread on the server's socket),
+    /// due timers wait ``answerGrace`` at a time, ``maxDeferral`` at most.
     private func fire(armedFor due: ContinuousClock.Instant) {
-        let ready = timers.takeDue(by: .now)
-        if armedFor == due {
-            armedFor = nil
-            if let next = timers.earliest { arm(for: next) }
+        let now = ContinuousClock.now
+        if armedFor == due { armedFor = nil }
+        if let earliest = timers.earliest, earliest <= now, now - (deferringSince ?? now) < Self.maxDeferral,
+            relays.values.contains(where: \.answerUnhandled)
+        {
+            if deferringSince == nil { deferringSince = now }
+            let retry = now + Self.answerGrace
+            if armedFor.map({ retry < $0 }) ?? true { arm(for: retry) }
+            return
         }
+        deferringSince = nil
+        let ready = timers.takeDue(by: now)
+        if armedFor == nil, let next = timers.earliest { arm(for: next) }
         for action in ready { action() }
     }
+
+    /// A relay joins the loop's list when NIO adds it, and leaves when it finishes.
+    fileprivate func register(_ relay: RelayDriver) { relays[ObjectIdentifier(relay)] = relay }
+    fileprivate func forget(_ relay: RelayDriver) { relays[ObjectIdentifier(relay)] = nil }
 
     func bind(_ connection: PostgresConnection) async throws {
         PQsetnonblocking(connection.handle, 1)
@@ -136,7 +167,7 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
         for descriptor in [relay, socket] { setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size)) }
         #endif
         let encrypted = PQsslInUse(connection.handle) == 1 || PQgssEncInUse(connection.handle) == 1
-        let driver = RelayDriver(relay: relay, loop: self, encrypted: encrypted)
+        let driver = RelayDriver(relay: relay, server: server, loop: self, encrypted: encrypted)
         let channel: any Channel
         do {
             channel = try await ClientBootstrap(group: eventLoop)
@@ -167,6 +198,8 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
 
     /// This side of the socket pair; libpq holds the other.
     private let relay: Int32
+    /// The server's socket, NIO's (asked, never read, by ``answerUnhandled``).
+    private let server: Int32
     private unowned let loop: EventLoopDatabaseLoop
     var channel: (any Channel)?
     private var waiter: UnsafeContinuation<Int16, Never>?
@@ -183,11 +216,26 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
     /// TLS (or GSSAPI encryption) reads a record at a time, so what one read takes is not
     /// known from here.
     private let encrypted: Bool
+    /// libpq waits to read, or was woken to and has not read yet: a call is expecting an answer.
+    private var expecting = false
 
-    init(relay: Int32, loop: EventLoopDatabaseLoop, encrypted: Bool) {
+    init(relay: Int32, server: Int32, loop: EventLoopDatabaseLoop, encrypted: Bool) {
         self.relay = relay
+        self.server = server
         self.loop = loop
         self.encrypted = encrypted
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { loop.register(self) }
+
+    /// A call's answer has come and libpq has not read it yet: relayed into the pair, held, or
+    /// still on the server's socket, where NIO reads it in its next pass over its sockets.
+    var answerUnhandled: Bool {
+        guard expecting, !closed else { return false }
+        if unread > 0 || held != nil { return true }
+        guard !ended else { return false }
+        var descriptor = pollfd(fd: server, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) > 0
     }
 
     #if canImport(Glibc)
@@ -277,6 +325,7 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
             sent()
             return Int16(POLLOUT)
         }
+        expecting = true
         deliverHeld()
         if unread > 0 { return Int16(POLLIN) }
         if ended, held == nil { return Int16(POLLIN | POLLHUP) }
@@ -312,6 +361,7 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
         // there is up to that: what was written since its last read is read if it was no more.
         drained = drained && !encrypted && unread <= 8192
         unread = 0
+        expecting = false
     }
 
     var serverSpoke: Bool? {
@@ -335,6 +385,7 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
         // libpq's goodbye (Terminate) is in the pair: pass it on before closing.
         sent()
         closed = true
+        loop.forget(self)
         Foundation.close(relay)
         channel?.close(promise: nil)
         channel = nil
