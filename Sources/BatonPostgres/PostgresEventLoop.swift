@@ -25,24 +25,19 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         return (0..<count).map { PostgresEventLoop(name: "baton-db-io-\($0)") }
     }()
 
-    /// Eight: about a loop per connection of a default pool. A body's own CPU work (a flow step
-    /// between its statements) runs on its connection's loop and holds up the loop's other
-    /// connections meanwhile; with eight, the kernel schedules them preemptively, and the
-    /// database side gets as many threads' share of the CPU as the PostgreSQL backends it talks
-    /// to.
+    /// Half the cores, at least one: a loop drives many connections, the way pgbench drives all
+    /// of its from one thread, and a loop that serves several connections sleeps and wakes once
+    /// for several answers. On 2 cores one loop served commands and screens at 7–33 % less CPU
+    /// than eight, at the same or a better throughput and p99 (docs/benchmarks.md, "One database
+    /// loop, measured again").
     ///
-    /// Fewer loops cost less CPU: on 2 cores one loop served commands and screens at 7–33 % less
-    /// CPU than eight (docs/benchmarks.md, "One database loop, measured again"), since a loop
-    /// that serves several connections wakes once for several answers. It is not the default
-    /// because one thread then carries all of a process's database work at one thread's share
-    /// of a contended CPU: in the test suite's process (hundreds of tests, one loop) timing-bound
-    /// tests failed in two runs of seven, on eight loops in two of eight. `BATON_DB_LOOPS` sets
-    /// it for a small machine; `baton_db_loop_busy_seconds_total` shows whether a loop is
-    /// saturated.
-    /// A busy loop does not mistake its own lateness for a silent database (a deadline fires
-    /// only after what had come by then was handled), and listeners have a loop of their own
-    /// (``listening``).
-    public static let defaultCount = 8
+    /// A body's own CPU work (a flow step between its statements) runs on its connection's loop
+    /// and holds up the loop's other connections meanwhile, which is why a larger machine gets
+    /// more than one; `baton_db_loop_busy_seconds_total` shows whether a loop is saturated, and
+    /// `BATON_DB_LOOPS` sets the count. A busy loop does not mistake its own lateness for a
+    /// silent database (a deadline fires only after what had come by then was handled), and
+    /// listeners have a loop of their own (``listening``).
+    public static var defaultCount: Int { max(1, ProcessInfo.processInfo.activeProcessorCount / 2) }
 
     /// The loop ``PostgresListener``s use: a thread of their own, so a notification (and a
     /// listener's stop) never waits behind the pools' work. It starts with the first listener.

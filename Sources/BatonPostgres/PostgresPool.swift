@@ -107,7 +107,7 @@ public final class PostgresPool: Sendable {
     }
 
     /// The loops that drive the pools' connections: database threads of their own
-    /// (`BATON_DB_LOOPS`, default 8), or with `BATON_DB_LOOPS=0` NIO's event loops, the
+    /// (`BATON_DB_LOOPS`, default half the cores), or with `BATON_DB_LOOPS=0` NIO's event loops, the
     /// threads that serve HTTP. Measured on 2 cores (docs/benchmarks.md, "One database loop,
     /// measured again"): one database thread costs less CPU per command than the event loops'
     /// relay, at 2 and at 8 connections.
