@@ -1,5 +1,6 @@
 import DequeModule
 import Foundation
+import NIOCore
 import Synchronization
 
 /// A thread that drives libpq connections without blocking: it runs Swift jobs and waits for
@@ -25,11 +26,11 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         return (0..<count).map { PostgresEventLoop(name: "baton-db-io-\($0)") }
     }()
 
-    /// Half the cores, at least one: a loop drives many connections, the way pgbench drives all
-    /// of its from one thread, and a loop that serves several connections sleeps and wakes once
-    /// for several answers. On 2 cores one loop served commands and screens at 7–33 % less CPU
-    /// than eight, at the same or a better throughput and p99 (docs/benchmarks.md, "One database
-    /// loop, measured again").
+    /// Half the cores (NIO's count, which heeds a container's CPU quota), at least one: a loop
+    /// drives many connections, the way pgbench drives all of its from one thread, and a loop
+    /// that serves several connections sleeps and wakes once for several answers. On 2 cores
+    /// one loop served commands and screens at 7–33 % less CPU than eight, at the same or a
+    /// better throughput and p99 (docs/benchmarks.md, "One database loop, measured again").
     ///
     /// A body's own CPU work (a flow step between its statements) runs on its connection's loop
     /// and holds up the loop's other connections meanwhile, which is why a larger machine gets
@@ -37,7 +38,7 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     /// `BATON_DB_LOOPS` sets the count. A busy loop does not mistake its own lateness for a
     /// silent database (a deadline fires only after what had come by then was handled), and
     /// listeners have a loop of their own (``listening``).
-    public static var defaultCount: Int { max(1, ProcessInfo.processInfo.activeProcessorCount / 2) }
+    public static var defaultCount: Int { max(1, System.coreCount / 2) }
 
     /// The loop ``PostgresListener``s use: a thread of their own, so a notification (and a
     /// listener's stop) never waits behind the pools' work. It starts with the first listener.
