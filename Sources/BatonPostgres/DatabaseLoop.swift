@@ -64,15 +64,16 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
     /// The connections driven from this loop, asked at a timer's due time whether an answer has
     /// come that the loop has not handled yet.
     private var relays: [ObjectIdentifier: RelayDriver] = [:]
-    /// Since when due timers have been put off for such an answer, if they are.
-    private var deferringSince: ContinuousClock.Instant?
+    /// How many times in a row due timers have been put off for such an answer.
+    private var deferrals = 0
 
     /// How long due timers are put off at a time while an answer waits to be handled: NIO runs
     /// due tasks before it next reads its sockets, so the wait lets it read them first.
     static let answerGrace = Duration.milliseconds(1)
-    /// How long they are put off at most: an answer that keeps arriving (a large result) does
-    /// not hold a deadline off for long.
-    static let maxDeferral = Duration.milliseconds(50)
+    /// How many times in a row they are put off at most: an answer that keeps arriving (a large
+    /// result) does not hold a deadline off for long. Counted in wake-ups, not time, so a thread
+    /// descheduled meanwhile still reads its sockets before a deadline fires.
+    static let maxDeferrals = 50
 
     private init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 
@@ -109,26 +110,26 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
     }
 
     /// Runs the timers that are due, then arms for the earliest left. A wake-up that an
-    /// earlier one has superseded does nothing but run what is due.
+    /// earlier one has superseded only runs what is due (or puts it off, below).
     ///
     /// A timer fires only after what had come by its due time was handled, as on a
     /// ``PostgresEventLoop``: a loop held up past a call's deadline (a long flow step) must not
     /// time out a call whose answer was waiting. NIO runs the tasks that are due before it reads
     /// its sockets again, so while a connection of this loop, inside a call, has an answer it
     /// has not handled (relayed but not yet read by libpq, or unread on the server's socket),
-    /// due timers wait ``answerGrace`` at a time, ``maxDeferral`` at most.
+    /// due timers wait ``answerGrace`` at a time, ``maxDeferrals`` times at most.
     private func fire(armedFor due: ContinuousClock.Instant) {
         let now = ContinuousClock.now
         if armedFor == due { armedFor = nil }
-        if let earliest = timers.earliest, earliest <= now, now - (deferringSince ?? now) < Self.maxDeferral,
+        if let earliest = timers.earliest, earliest <= now, deferrals < Self.maxDeferrals,
             relays.values.contains(where: \.answerUnhandled)
         {
-            if deferringSince == nil { deferringSince = now }
+            deferrals += 1
             let retry = now + Self.answerGrace
             if armedFor.map({ retry < $0 }) ?? true { arm(for: retry) }
             return
         }
-        deferringSince = nil
+        deferrals = 0
         let ready = timers.takeDue(by: now)
         if armedFor == nil, let next = timers.earliest { arm(for: next) }
         for action in ready { action() }
@@ -177,7 +178,7 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
                 .withConnectedSocket(server)
                 .get()
         } catch {
-            close(relay)
+            driver.close()  // closes the relay, and takes the driver off the loop's list if NIO added it
             throw PostgresError(code: .connectionFailed, message: "cannot hand the database socket to the event loop: \(error)")
         }
         driver.channel = channel
@@ -370,6 +371,7 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
     }
 
     func cut(socket: Int32) {
+        expecting = false  // the call is over: what it had not read holds up no timer
         shutdown(socket, Int32(SHUT_RDWR))
         channel?.close(promise: nil)
         resume(0)

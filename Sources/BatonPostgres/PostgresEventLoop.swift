@@ -29,8 +29,9 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     /// Half the cores (NIO's count, which heeds a container's CPU quota), at least one: a loop
     /// drives many connections, the way pgbench drives all of its from one thread, and a loop
     /// that serves several connections sleeps and wakes once for several answers. On 2 cores
-    /// one loop served commands and screens at 7–33 % less CPU than eight, at the same or a
-    /// better throughput and p99 (docs/benchmarks.md, "One database loop, measured again").
+    /// one loop served commands and screens at 7–33 % less CPU than eight, at about the same
+    /// throughput and p99 with 2 connections and a lower p99 with 8 (docs/benchmarks.md, "One
+    /// database loop, measured again").
     ///
     /// A body's own CPU work (a flow step between its statements) runs on its connection's loop
     /// and holds up the loop's other connections meanwhile, which is why a larger machine gets
