@@ -30,8 +30,8 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     /// drives many connections, the way pgbench drives all of its from one thread, and a loop
     /// that serves several connections sleeps and wakes once for several answers. On 2 cores
     /// one loop served commands and screens at 7–33 % less CPU than eight, at about the same
-    /// throughput and p99 with 2 connections and a lower p99 with 8 (docs/benchmarks.md, "One
-    /// database loop, measured again").
+    /// throughput, with a p99 within about 15 % either way at 2 connections and lower at 8
+    /// (docs/benchmarks.md, "One database loop, measured again").
     ///
     /// A body's own CPU work (a flow step between its statements) runs on its connection's loop
     /// and holds up the loop's other connections meanwhile, which is why a larger machine gets
