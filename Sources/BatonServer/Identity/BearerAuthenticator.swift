@@ -135,7 +135,6 @@ public final class BearerAuthenticator: Sendable {
                 studio: studio ? StudioClaim(granted: true) : nil))
     }
 
-
     /// The `kid` of a token's header, without verifying anything; nil when there is none or the
     /// header does not parse (verification then refuses the token).
     ///
