@@ -199,7 +199,7 @@ struct ExactlyOnceTests {
             #expect(reused.json["error"]?["code"] == "idempotency_key_reused")
 
             // While the key's first request holds it, a second one is told to come back.
-            let holder = PostgresPool(configuration: .init(conninfo: try await environment.pool.configuration.conninfo, maxConnections: 1))
+            let holder = PostgresPool(configuration: .init(conninfo: environment.pool.configuration.conninfo, maxConnections: 1))
             try await holder.query("SELECT pg_advisory_lock(hashtextextended($1, 7))", ["device:\(device)\u{1F}tap-2"])
             let busy = try await resolve(link, key: "tap-2")
             #expect(busy.status == .conflict)
@@ -232,7 +232,8 @@ struct ExactlyOnceTests {
             #expect(one.text != two.text)
             #expect(one.headers[.eTag] == two.headers[.eTag])
             var conditional = headers
-            conditional[.ifNoneMatch] = try #require(one.headers[.eTag])
+            let etag: String = try #require(one.headers[.eTag])
+            conditional[.ifNoneMatch] = etag
             #expect(try await client.execute(uri: "/v3/screens/home", method: .get, headers: conditional).status == .notModified)
             let other = try await client.execute(uri: "/v3/screens/home", method: .get, headers: try await userHeaders("erin"))
             #expect(other.headers[.eTag] != one.headers[.eTag], "another subject's payloads differ in more than nonces")

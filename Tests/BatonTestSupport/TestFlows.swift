@@ -49,7 +49,7 @@ public enum TestFlows {
             return EffectResult("incremented", ["value": .int(value)])
         }
         registry.loader("notes.mine", returnsList: true) { call in
-            await .array(
+            .array(
                 try await call.database.query("SELECT id, text FROM test_notes WHERE subject = $1 ORDER BY id", [call.subject.description])
                     .map { ["id": .int(try $0.decode(Int.self, at: 0)), "text": .string(try $0.decode(String.self, at: 1))] })
         }
