@@ -135,6 +135,8 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
 
     return Application(
         router: router,
+        // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope).
+        server: .http1(configuration: .init(additionalChannelHandlers: [MalformedRequestEnvelope()])),
         configuration: .init(
             address: .hostname(environment.configuration.httpHost, port: environment.configuration.httpPort),
             serverName: "Baton"),

@@ -93,6 +93,45 @@ struct OperationalEndpointTests {
         }
     }
 
+    /// A request NIO's HTTP parser refuses, named for the test's report.
+    struct MalformedRequest: CustomTestStringConvertible, Sendable {
+        let testDescription: String
+        let bytes: [UInt8]
+        init(_ what: String, _ text: String) { (testDescription, bytes) = (what, Array(text.utf8)) }
+    }
+
+    @Test(
+        "a request the HTTP parser refuses is 400 invalid_request with the envelope, and its connection closes",
+        arguments: [
+            MalformedRequest("a control character in a header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Client-Version: \u{1}\r\n\r\n"),
+            MalformedRequest(
+                "a header over 80 KiB",
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(String(repeating: "a", count: 100_000))\r\n\r\n"),
+            MalformedRequest("a request line that is not HTTP", "GET /healthz HTTX/1.1\r\nHost: x\r\n\r\n"),
+            MalformedRequest("a header without a colon", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Client-Platform ios\r\n\r\n"),
+            MalformedRequest(
+                "a Content-Length that is not a number", "POST /diagnostics/probe/s HTTP/1.1\r\nHost: x\r\nContent-Length: 1e3\r\n\r\n"),
+        ])
+    func malformedHTTP(_ request: MalformedRequest) async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let answer = try #require(await Loopback.exchange(port: port, sending: request.bytes), "the connection stayed open")
+            let text = String(decoding: answer, as: UTF8.self)
+            let parts = text.split(separator: "\r\n\r\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            try #require(parts.count == 2, "\(text)")
+            let (head, body) = (parts[0], parts[1])
+            #expect(head.hasPrefix("HTTP/1.1 400 "), "\(head)")
+            #expect(head.lowercased().contains("content-type: application/json"), "\(head)")
+            #expect(head.lowercased().contains("connection: close"), "\(head)")
+            #expect(head.lowercased().contains("content-length: \(body.utf8.count)"), "\(head)")
+            let envelope = try JSONValue.parse(Array(body.utf8))
+            #expect(envelope["error"]?["code"] == "invalid_request", "\(body)")
+            // The server still answers a well-formed request.
+            try await client.execute(uri: "/healthz", method: .get) { response in #expect(response.status == .ok) }
+        }
+    }
+
     @Test("a body over the limit is 413 body_too_large")
     func bodyLimit() async throws {
         let app = buildApplication(try await TestApplication.environment(configure: { $0.bodyLimit = 2048 }))

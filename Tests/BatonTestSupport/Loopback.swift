@@ -1,7 +1,8 @@
 import Foundation
 
-/// Ports on 127.0.0.1, probed with plain sockets (is a server up yet, is a port free).
-enum Loopback {
+/// Ports on 127.0.0.1, probed with plain sockets (is a server up yet, is a port free), and raw
+/// exchanges with a server there (bytes no HTTP client would send).
+public enum Loopback {
     /// Runs `body` with a fresh TCP socket (closed afterwards) and the address 127.0.0.1:`port`;
     /// nil when no socket could be made.
     static func withSocket<R>(port: Int, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> R) -> R? {
@@ -19,5 +20,53 @@ enum Loopback {
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
+    }
+}
+
+extension Loopback {
+    /// Sends `bytes` to 127.0.0.1:`port` on a fresh connection and returns everything the
+    /// server writes until it closes the connection, or nil when no connection could be made
+    /// or the server kept it open for `timeout` seconds after its last byte. Runs on a thread
+    /// of its own: the server under test may share the caller's event loop, which a blocking
+    /// read would hold.
+    public static func exchange(port: Int, sending bytes: [UInt8], timeout: Int = 10) async -> [UInt8]? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(returning: blockingExchange(port: port, sending: bytes, timeout: timeout))
+            }
+        }
+    }
+
+    private static func blockingExchange(port: Int, sending bytes: [UInt8], timeout: Int) -> [UInt8]? {
+        let answer: [UInt8]?? = withSocket(port: port) { descriptor, address, length -> [UInt8]? in
+            guard connect(descriptor, address, length) == 0 else { return nil }
+            var wait = timeval(tv_sec: timeout, tv_usec: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            #if canImport(Glibc)
+            let flags = Int32(MSG_NOSIGNAL)
+            #else
+            var on: Int32 = 1
+            setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size))
+            let flags: Int32 = 0
+            #endif
+            var sent = 0
+            while sent < bytes.count {
+                // The server may answer and close before reading everything (a head over its
+                // limit): what it wrote is still read below.
+                let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, flags) }
+                if written <= 0 { break }
+                sent += written
+            }
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                if count > 0 { answer += buffer[..<count]; continue }
+                // 0: the server closed (-1 and a reset: closed with bytes unread); -1 and
+                // EAGAIN: it kept the connection open past the timeout.
+                return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? nil : answer
+            }
+        }
+        return answer ?? nil
     }
 }
