@@ -42,6 +42,7 @@ extension Loopback {
             guard connect(descriptor, address, length) == 0 else { return nil }
             var wait = timeval(tv_sec: timeout, tv_usec: 0)
             setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             #if canImport(Glibc)
             let flags = Int32(MSG_NOSIGNAL)
             #else
@@ -54,6 +55,7 @@ extension Loopback {
                 // The server may answer and close before reading everything (a head over its
                 // limit): what it wrote is still read below.
                 let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, flags) }
+                if written < 0 && errno == EINTR { continue }
                 if written <= 0 { break }
                 sent += written
             }
@@ -62,6 +64,7 @@ extension Loopback {
             while true {
                 let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
                 if count > 0 { answer += buffer[..<count]; continue }
+                if count < 0 && errno == EINTR { continue }
                 // 0: the server closed (-1 and a reset: closed with bytes unread); -1 and
                 // EAGAIN: it kept the connection open past the timeout.
                 return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? nil : answer

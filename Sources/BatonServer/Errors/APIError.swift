@@ -83,10 +83,13 @@ extension Response {
         json(bytes: JSONEncoding.encode(value), status: status, headers: headers)
     }
 
+    /// The `Content-Type` of every JSON answer.
+    static let jsonContentType = "application/json; charset=utf-8"
+
     /// A JSON response from already-encoded bytes.
     public static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
         var headers = headers
-        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.contentType] = jsonContentType
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 }

@@ -4,12 +4,14 @@ import BatonRuntime
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOHTTP1
 import Synchronization
 
 /// Turns every failure into the JSON error envelope, so clients never see an HTML page, an
 /// empty 500 or a stack trace: router misses become 404 (or 405 with `Allow` when the path
 /// exists for other methods), unreachable databases 503 with `Retry-After`, and anything
-/// unexpected a logged 500 `internal`.
+/// unexpected a logged 500 `internal`. The one failure it lets through is a body the HTTP
+/// parser refuses, which Hummingbird answers (see ``MalformedRequestEnvelope``).
 public struct ErrorMiddleware: RouterMiddleware {
     public typealias Context = BatonRequestContext
 
@@ -27,6 +29,11 @@ public struct ErrorMiddleware: RouterMiddleware {
         do {
             let response = try await next(request, context)
             return response
+        } catch let error as HTTPParserError {
+            // The body turned out not to be valid HTTP: Hummingbird answers 400 and closes the
+            // connection, whose input it can no longer read (MalformedRequestEnvelope adds the
+            // envelope). An answer here would leave the client a second, unasked-for one.
+            throw error
         } catch {
             let apiError = translate(error, request: request, context: context)
             return try apiError.response(from: request, context: context)

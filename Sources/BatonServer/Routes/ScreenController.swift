@@ -42,7 +42,7 @@ struct ScreenController: Sendable {
                 headers[.contentType] = nil
                 return Response(status: .notModified, headers: headers)
             }
-            headers[.contentType] = "application/json; charset=utf-8"
+            headers[.contentType] = Response.jsonContentType
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: reply.body)))
         }
     }
