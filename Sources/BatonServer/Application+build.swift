@@ -132,11 +132,12 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
         DemoTrackingController(pool: environment.pool).register(on: router, catalog: catalog)
     }
     environment.metrics.recordBuild(version: BatonVersion.current, commit: BuildInfo.commit)
+    environment.metrics.prepare(httpRefusalReasons: MalformedRequestEnvelope.Reason.allCases.map(\.rawValue))
 
     return Application(
         router: router,
         // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope).
-        server: .http1(configuration: .init(additionalChannelHandlers: [MalformedRequestEnvelope()])),
+        server: .http1(configuration: .init(additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics)])),
         configuration: .init(
             address: .hostname(environment.configuration.httpHost, port: environment.configuration.httpPort),
             serverName: "Baton"),

@@ -191,7 +191,8 @@ struct ObservabilityTests {
             "baton_clients_unsupported_total", "baton_commands_total", "baton_command_duration_seconds_bucket",
             "baton_flow_sessions_started_total", "baton_flow_sessions_finished_total", "baton_deeplinks_total",
             "baton_db_pool_connections", "baton_db_pool_max_connections", "baton_db_pool_waiters",
-            "baton_db_pool_acquire_duration_seconds_bucket", "baton_db_loop_busy_seconds_total", "baton_http_requests_total", "baton_flows_loaded",
+            "baton_db_pool_acquire_duration_seconds_bucket", "baton_db_loop_busy_seconds_total", "baton_http_requests_total",
+            "baton_http_refused_total", "baton_flows_loaded",
         ]
         #expect(Set(required).subtracting(read).isEmpty, "no panel reads \(Set(required).subtracting(read).sorted())")
     }

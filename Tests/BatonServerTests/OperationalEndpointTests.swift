@@ -93,14 +93,15 @@ struct OperationalEndpointTests {
         }
     }
 
-    /// A request NIO's HTTP parser refuses, named for the test's report, and a word its
-    /// answer's message must carry.
+    /// A request NIO's HTTP parser refuses, named for the test's report; a word its answer's
+    /// message must carry, and the reason it is counted under.
     struct MalformedRequest: CustomTestStringConvertible, Sendable {
         let testDescription: String
         let bytes: [UInt8]
         let named: String
-        init(_ what: String, _ text: String, names named: String) {
-            (testDescription, bytes, self.named) = (what, Array(text.utf8), named)
+        let reason: String
+        init(_ what: String, _ text: String, names named: String, reason: String) {
+            (testDescription, bytes, self.named, self.reason) = (what, Array(text.utf8), named, reason)
         }
     }
 
@@ -109,22 +110,22 @@ struct OperationalEndpointTests {
         arguments: [
             MalformedRequest(
                 "a control character in a header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Client-Version: \u{1}\r\n\r\n",
-                names: "character"),
+                names: "character", reason: "invalid_character"),
             MalformedRequest(
                 "a header over 80 KiB",
                 "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(String(repeating: "a", count: 100_000))\r\n\r\n",
-                names: "too large"),
-            MalformedRequest("a request line that is not HTTP", "GET /healthz HTTX/1.1\r\nHost: x\r\n\r\n", names: "HTTP"),
+                names: "too large", reason: "head_too_large"),
+            MalformedRequest("a request line that is not HTTP", "GET /healthz HTTX/1.1\r\nHost: x\r\n\r\n", names: "HTTP", reason: "invalid_character"),
             MalformedRequest(
-                "a header without a colon", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Client-Platform ios\r\n\r\n", names: "colon"),
+                "a header without a colon", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Client-Platform ios\r\n\r\n", names: "colon", reason: "invalid_character"),
             MalformedRequest(
                 "a Content-Length that is not a number",
-                "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Length: 1e3\r\n\r\n", names: "Content-Length"),
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Length: 1e3\r\n\r\n", names: "Content-Length", reason: "content_length"),
             // The head is fine: the route starts, and reading the body fails.
             MalformedRequest(
                 "a chunk whose size is not a number",
                 "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
-                names: "chunk"),
+                names: "chunk", reason: "chunk_size"),
         ])
     func malformedHTTP(_ request: MalformedRequest) async throws {
         let app = buildApplication(try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry()))
@@ -144,8 +145,10 @@ struct OperationalEndpointTests {
             let envelope = try JSONValue.parse(Array(body.utf8))
             #expect(envelope["error"]?["code"] == "invalid_request", "\(body)")
             #expect(envelope["error"]?["message"]?.stringValue?.contains(request.named) == true, "\(body)")
-            // The server still answers a well-formed request.
+            // The server still answers a well-formed request, and counted the refusal.
             try await client.execute(uri: "/healthz", method: .get) { response in #expect(response.status == .ok) }
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains("baton_http_refused_total{reason=\"\(request.reason)\"} 1\n"), "\(metrics.split(separator: "\n").filter { $0.hasPrefix("baton_http_refused") })")
         }
     }
 

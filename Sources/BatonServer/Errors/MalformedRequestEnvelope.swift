@@ -14,8 +14,9 @@ import NIOHTTPTypes
 /// happens before the router for a broken head, and inside the route for a broken body
 /// (`ErrorMiddleware` lets the error through so that Hummingbird answers it the same way).
 /// This handler notes the error as it passes and, when that bare 400 is written, sends it with
-/// `{"error": {"code": "invalid_request", …}}` naming what was wrong. Every other response
-/// passes through untouched.
+/// `{"error": {"code": "invalid_request", …}}` naming what was wrong, and counts it in
+/// `baton_http_refused_total{reason}` (the request never reached the middlewares that count
+/// the others). Every other response passes through untouched.
 final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -24,6 +25,11 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
 
     /// The parser's refusal, until its answer is written.
     private var refusal: HTTPParserError?
+    private let metrics: BatonMetrics?
+
+    init(metrics: BatonMetrics?) {
+        self.metrics = metrics
+    }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let error = error as? HTTPParserError { refusal = error }
@@ -38,7 +44,9 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
             return
         }
         self.refusal = nil
-        let body = JSONEncoding.encode(APIError.invalidRequest(Self.message(for: refusal)).body)
+        let (reason, message) = Self.describe(refusal)
+        metrics?.recordHTTPRefused(reason.rawValue)
+        let body = JSONEncoding.encode(APIError.invalidRequest(message).body)
         var head = bare
         head.headerFields[.contentType] = Response.jsonContentType
         head.headerFields[.contentLength] = String(body.count)
@@ -46,21 +54,32 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
         context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: body))), promise: promise)
     }
 
-    /// What the client sent wrong, in its terms. The limits are Hummingbird's decoder defaults.
-    static func message(for error: HTTPParserError) -> String {
+    /// Why a request was refused: the `reason` label of `baton_http_refused_total`.
+    enum Reason: String, CaseIterable {
+        case headTooLarge = "head_too_large"
+        case invalidCharacter = "invalid_character"
+        case contentLength = "content_length"
+        case chunkSize = "chunk_size"
+        case requestLine = "request_line"
+        case other
+    }
+
+    /// What the client sent wrong: the metric's reason and a message in the client's terms.
+    /// The limits are Hummingbird's decoder defaults.
+    static func describe(_ error: HTTPParserError) -> (reason: Reason, message: String) {
         switch error {
         case .headerOverflow:
-            "the request's head is too large: over 80 KiB of URL and headers, or over 1000 headers"
+            (.headTooLarge, "the request's head is too large: over 80 KiB of URL and headers, or over 1000 headers")
         case .invalidHeaderToken, .invalidCharactersUsed, .invalidConstant, .lfExpected:
-            "a header or the request line holds a character HTTP does not allow, or a header has no colon"
+            (.invalidCharacter, "a header or the request line holds a character HTTP does not allow, or a header has no colon")
         case .invalidContentLength, .unexpectedContentLength:
-            "the Content-Length header is not a single whole number"
+            (.contentLength, "the Content-Length header is not a single whole number")
         case .invalidChunkSize:
-            "a chunk of the body does not start with a valid size"
+            (.chunkSize, "a chunk of the body does not start with a valid size")
         case .invalidMethod, .invalidURL, .invalidVersion, .invalidHost, .invalidPort, .invalidPath:
-            "the request line is not METHOD /path HTTP/1.1"
+            (.requestLine, "the request line is not METHOD /path HTTP/1.1")
         default:
-            "the request is not valid HTTP/1.1"
+            (.other, "the request is not valid HTTP/1.1")
         }
     }
 }
