@@ -132,7 +132,7 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
         DemoTrackingController(pool: environment.pool).register(on: router, catalog: catalog)
     }
     environment.metrics.recordBuild(version: BatonVersion.current, commit: BuildInfo.commit)
-    environment.metrics.prepare(httpRefusalReasons: MalformedRequestEnvelope.Reason.allCases.map(\.rawValue))
+    environment.metrics.prepareHTTPRefusals()
 
     return Application(
         router: router,

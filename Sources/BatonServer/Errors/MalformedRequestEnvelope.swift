@@ -15,7 +15,7 @@ import NIOHTTPTypes
 /// (`ErrorMiddleware` lets the error through so that Hummingbird answers it the same way).
 /// This handler notes the error as it passes and, when that bare 400 is written, sends it with
 /// `{"error": {"code": "invalid_request", …}}` naming what was wrong, and counts it in
-/// `baton_http_refused_total{reason}` (the request never reached the middlewares that count
+/// `baton_http_refused_total{reason}` (a refused head never reaches the middlewares that count
 /// the others). Every other response passes through untouched.
 final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
@@ -37,15 +37,16 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        // Hummingbird's answer to the refusal: 400, `Content-Length: 0`, `Connection: close`.
         guard let refusal, case .head(let bare) = unwrapOutboundIn(data), bare.status == .badRequest,
-            bare.headerFields[.contentLength] == "0"
+            bare.headerFields[.contentLength] == "0", bare.headerFields[.connection] == "close"
         else {
             context.write(data, promise: promise)
             return
         }
         self.refusal = nil
         let (reason, message) = Self.describe(refusal)
-        metrics?.recordHTTPRefused(reason.rawValue)
+        metrics?.recordHTTPRefused(reason)
         let body = JSONEncoding.encode(APIError.invalidRequest(message).body)
         var head = bare
         head.headerFields[.contentType] = Response.jsonContentType
@@ -61,6 +62,8 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
         case contentLength = "content_length"
         case chunkSize = "chunk_size"
         case requestLine = "request_line"
+        /// The client closed its side before the head or body was complete (a cancelled upload).
+        case truncated
         case other
     }
 
@@ -70,14 +73,16 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
         switch error {
         case .headerOverflow:
             (.headTooLarge, "the request's head is too large: over 80 KiB of URL and headers, or over 1000 headers")
-        case .invalidHeaderToken, .invalidCharactersUsed, .invalidConstant, .lfExpected:
+        case .invalidHeaderToken, .invalidCharactersUsed, .lfExpected:
             (.invalidCharacter, "a header or the request line holds a character HTTP does not allow, or a header has no colon")
         case .invalidContentLength, .unexpectedContentLength:
             (.contentLength, "the Content-Length header is not a single whole number")
         case .invalidChunkSize:
             (.chunkSize, "a chunk of the body does not start with a valid size")
-        case .invalidMethod, .invalidURL, .invalidVersion, .invalidHost, .invalidPort, .invalidPath:
+        case .invalidMethod, .invalidURL, .invalidVersion, .invalidHost, .invalidPort, .invalidPath, .invalidConstant:
             (.requestLine, "the request line is not METHOD /path HTTP/1.1")
+        case .invalidEOFState:
+            (.truncated, "the request ended before its head or body was complete")
         default:
             (.other, "the request is not valid HTTP/1.1")
         }

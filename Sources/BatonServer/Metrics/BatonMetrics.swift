@@ -33,6 +33,7 @@ public final class BatonMetrics: Sendable {
     enum Families {
         static var httpRequests: Family { Family(namespace: "baton", metricName: "http_requests", unitName: "total", helpText: "HTTP requests answered, by method, route template and status code.") }
         static var httpDuration: Family { Family(namespace: "baton", metricName: "http_request_duration", unitName: "seconds", helpText: "Time from request head to response head, by method and route template.") }
+        static var httpRefused: Family { Family(namespace: "baton", metricName: "http_refused", unitName: "total", helpText: "Requests NIO's HTTP parser refused, answered 400 invalid_request and closed (usually not in baton_http_requests_total), by reason (head_too_large, invalid_character, content_length, chunk_size, request_line, truncated, other).") }
         static var poolConnections: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "connections", helpText: "Database connections in the pool, by state (in_use, idle).") }
         static var poolWaiters: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "waiters", helpText: "Requests waiting for a database connection.") }
         static var poolMax: Family { Family(namespace: "baton", metricName: "db_pool_max", unitName: "connections", helpText: "Configured upper bound on database connections.") }
@@ -52,7 +53,6 @@ public final class BatonMetrics: Sendable {
         static var screens: Family { Family(namespace: "baton", metricName: "screens", unitName: "total", helpText: "Screens answered (GET /v{N}/screens), by source: rendered (templates rendered, payloads minted, fitted) or held (the screen cache's bytes for the same data and client, with fresh payloads; the loaders ran).") }
         static var deepLinks: Family { Family(namespace: "baton", metricName: "deeplinks", unitName: "total", helpText: "Deep links resolved, by result (allowed, rejected) and reason.") }
         static var flowsLoaded: Family { Family(namespace: "baton", metricName: "flows", unitName: "loaded", helpText: "Always 1 per flow this process serves; hash is the SHA-256 of its definition file (flow_definitions.hash).") }
-        static var httpRefused: Family { Family(namespace: "baton", metricName: "http_refused", unitName: "total", helpText: "Requests the HTTP parser refused (answered 400 invalid_request, connection closed; not in http_requests_total), by reason.") }
         static var rateLimited: Family { Family(namespace: "baton", metricName: "rate_limited", unitName: "total", helpText: "Requests refused with 429 because a limit was reached, by limit (scope).") }
         static var releaseInfo: Family { Family(namespace: "baton", metricName: "flows_release", unitName: "info", helpText: "Always 1 for the flows release this process serves (release is the release id, or files); role is current or ramp.") }
         static var reloads: Family { Family(namespace: "baton", metricName: "flows_reloads", unitName: "total", helpText: "Attempts to serve another flows bundle (a release or edited files), by result (ok, failed).") }
@@ -97,6 +97,18 @@ public final class BatonMetrics: Sendable {
         }
         series.0.increment()
         series.1.record(duration)
+    }
+
+    /// Counts a request NIO's HTTP parser refused (``MalformedRequestEnvelope``).
+    func recordHTTPRefused(_ reason: MalformedRequestEnvelope.Reason) {
+        registry.makeCounter(descriptor: Families.httpRefused, labels: [("reason", reason.rawValue)]).increment()
+    }
+
+    /// Makes every refusal series exist at zero from the start.
+    func prepareHTTPRefusals() {
+        for reason in MalformedRequestEnvelope.Reason.allCases {
+            _ = registry.makeCounter(descriptor: Families.httpRefused, labels: [("reason", reason.rawValue)])
+        }
     }
 
     // MARK: - Database pool
@@ -251,15 +263,6 @@ public final class BatonMetrics: Sendable {
     // MARK: - Limits
 
     /// Counts a request refused by a rate limit (`scope` is the limit's name, a fixed set).
-    /// A request NIO's HTTP parser refused (``MalformedRequestEnvelope``), by a bounded reason.
-    public func recordHTTPRefused(_ reason: String) {
-        registry.makeCounter(descriptor: Families.httpRefused, labels: [("reason", reason)]).increment()
-    }
-
-    /// Makes the refusal series exist at zero from the start, one per reason.
-    public func prepare(httpRefusalReasons reasons: [String]) {
-        for reason in reasons { _ = registry.makeCounter(descriptor: Families.httpRefused, labels: [("reason", reason)]) }
-    }
 
     public func recordRateLimited(_ scope: String) {
         registry.makeCounter(descriptor: Families.rateLimited, labels: [("scope", scope)]).increment()
