@@ -25,9 +25,9 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
 
     /// The parser's refusal, until its answer is written.
     private var refusal: HTTPParserError?
-    private let metrics: BatonMetrics?
+    private let metrics: BatonMetrics
 
-    init(metrics: BatonMetrics?) {
+    init(metrics: BatonMetrics) {
         self.metrics = metrics
     }
 
@@ -46,7 +46,7 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
         }
         self.refusal = nil
         let (reason, message) = Self.describe(refusal)
-        metrics?.recordHTTPRefused(reason)
+        metrics.recordHTTPRefused(reason)
         let body = JSONEncoding.encode(APIError.invalidRequest(message).body)
         var head = bare
         head.headerFields[.contentType] = Response.jsonContentType
