@@ -5,6 +5,7 @@ import BatonJSON
 import BatonPostgres
 import BatonRuntime
 import Hummingbird
+import NIOCore
 import Logging
 import ServiceLifecycle
 
@@ -136,8 +137,12 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
 
     return Application(
         router: router,
-        // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope).
-        server: .http1(configuration: .init(additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics)])),
+        // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope); a
+        // connection with no request in progress is closed after `http.idle.timeout`.
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics)],
+                idleTimeout: TimeAmount(environment.configuration.idleTimeout))),
         configuration: .init(
             address: .hostname(environment.configuration.httpHost, port: environment.configuration.httpPort),
             serverName: "Baton"),

@@ -18,7 +18,11 @@ import SystemPackage
 ///   (`DATABASE_STATEMENT_TIMEOUT` 4, `DATABASE_LOCK_TIMEOUT` 3, `DATABASE_IDLE_TRANSACTION_TIMEOUT` 5
 ///   seconds): the server-side bounds set on every connection.
 /// - `http.request.timeout` (`HTTP_REQUEST_TIMEOUT`, seconds, default 10): every request answers
-///   within this, with 503 `unavailable` if nothing else.
+///   within this, with 503 `unavailable` if nothing else (408 `request_timeout` when the
+///   client's body had not all arrived).
+/// - `http.idle.timeout` (`HTTP_IDLE_TIMEOUT`, seconds, default 75): a connection with no request
+///   in progress (kept alive after an answer, never used, or holding half a head) is closed after
+///   this long without a byte from the client.
 /// - `baton.data.dir` (`BATON_DATA_DIR`, default `.baton`): where the embedded cluster lives.
 /// - `http.host` (`HTTP_HOST`, default 127.0.0.1), `http.port` (`HTTP_PORT`, default 8080).
 /// - `http.body.limit` (`HTTP_BODY_LIMIT`, bytes, default 65536).
@@ -70,6 +74,8 @@ public struct BatonConfiguration: Sendable {
     public var idleInTransactionTimeout: Duration
     /// Every request answers within this.
     public var requestTimeout: Duration
+    /// A connection with no request in progress is closed after this long without a byte.
+    public var idleTimeout: Duration
     public var dataDirectory: String
     public var httpHost: String
     public var httpPort: Int
@@ -151,6 +157,9 @@ public struct BatonConfiguration: Sendable {
         idleInTransactionTimeout = try seconds(
             "database.idle.transaction.timeout", "DATABASE_IDLE_TRANSACTION_TIMEOUT", default: 5, within: 0.1...3600)
         requestTimeout = try seconds("http.request.timeout", "HTTP_REQUEST_TIMEOUT", default: 10, within: 0.1...3600)
+        // Longer than the 60 s idle timeout of common load balancers, so that the balancer, not
+        // Baton, closes an idle connection: never one the balancer is just reusing.
+        idleTimeout = try seconds("http.idle.timeout", "HTTP_IDLE_TIMEOUT", default: 75, within: 1...3600)
         guard databaseTimeout < requestTimeout else {
             throw Error(description: "database.timeout (\(databaseTimeout)) must be shorter than http.request.timeout (\(requestTimeout))")
         }

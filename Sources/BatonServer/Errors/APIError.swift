@@ -21,6 +21,8 @@ public struct APIError: Error, HTTPResponseError, Sendable {
         public static let bodyTooLarge: Code = "body_too_large"
         public static let unsupportedMediaType: Code = "unsupported_media_type"
         public static let unavailable: Code = "unavailable"
+        /// The request's body had not all arrived by its deadline (408).
+        public static let requestTimeout: Code = "request_timeout"
         /// A request with the same `Idempotency-Key` is still being processed (409).
         public static let conflict: Code = "conflict"
         /// The `Idempotency-Key` was already used for a different request (422).
@@ -70,6 +72,13 @@ public struct APIError: Error, HTTPResponseError, Sendable {
     }
     public static func bodyTooLarge(limit: Int) -> APIError {
         APIError(.contentTooLarge, .bodyTooLarge, "the request body is larger than the limit of \(limit) bytes")
+    }
+    /// 408 with `Connection: close`: the client's body stopped arriving before the request's
+    /// deadline. The connection cannot carry another request (its body was not read to the end).
+    public static var requestTimeout: APIError {
+        APIError(
+            .requestTimeout, .requestTimeout, "the request's body did not arrive within the request's deadline; send it again",
+            headers: [.connection: "close"])
     }
     /// 503 with `Retry-After`: the database (or another dependency) cannot be reached.
     public static func unavailable(_ message: String, retryAfterSeconds: Int = 2) -> APIError {

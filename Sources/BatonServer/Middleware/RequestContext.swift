@@ -36,10 +36,17 @@ extension Request {
         if let length = headers[.contentLength].flatMap({ Int($0) }), length > limit {
             throw APIError.bodyTooLarge(limit: limit)
         }
+        let collected: ByteBuffer
         do {
-            return try await body.collect(upTo: limit)
+            collected = try await body.collect(upTo: limit)
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError.bodyTooLarge(limit: limit)
+        } catch where Task.isCancelled {
+            throw APIError.requestTimeout
         }
+        // Cancelled while the body was still arriving (the request's deadline passed): what was
+        // read ends early, as though the body had, so it must not be taken for the whole body.
+        if Task.isCancelled { throw APIError.requestTimeout }
+        return collected
     }
 }

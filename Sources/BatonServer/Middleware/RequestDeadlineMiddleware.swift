@@ -4,16 +4,21 @@ import NIOPosix
 import Synchronization
 
 /// Every request answers within its deadline (`http.request.timeout`): if the handler has not
-/// answered by then it is cancelled and the client gets `503 unavailable` with `Retry-After`.
+/// answered by then it is cancelled and the client gets `503 unavailable` with `Retry-After`, or
+/// `408 request_timeout` when what the handler was still waiting for was the client's own body.
 ///
 /// A backstop: database calls have shorter deadlines of their own (`database.timeout`) and
 /// service calls a budget below it, so a handler waiting on a silent database or service has
-/// already answered 503 by then. What this catches is anything else that waits too long.
+/// already answered 503 by then. What this catches is anything else that waits too long, and a
+/// client whose upload stalls.
 ///
-/// The handler runs in the request's own task, and the deadline is a timer on the request's
-/// event loop that cancels that task: no child tasks and no `Task.sleep` per request (a sleep
-/// is a libdispatch timer, which cost every request two thread wake-ups). Every wait in Baton
-/// ends on cancellation, so a cancelled handler returns at once and the answer is the 503.
+/// The handler runs in a child task of the request's task (`async let`), and the deadline is a
+/// timer on the request's event loop that cancels that child: no `Task.sleep` per request (a
+/// sleep is a libdispatch timer, which cost every request two thread wake-ups). Every wait in
+/// Baton ends on cancellation, so a cancelled handler returns at once and the answer is written
+/// by the request's own task. That task must not be the one cancelled: Hummingbird closes a
+/// cancelled connection task's input, and NIO's writer refuses every write from a cancelled
+/// task, so its answer would never reach the client (the connection closed without a byte).
 public struct RequestDeadlineMiddleware: RouterMiddleware {
     public typealias Context = BatonRequestContext
 
@@ -24,49 +29,66 @@ public struct RequestDeadlineMiddleware: RouterMiddleware {
     }
 
     public func handle(_ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response) async throws -> Response {
-        let deadline = withUnsafeCurrentTask { Deadline(cancelling: UnsafeTaskReference($0)) }
+        let deadline = Deadline()
         let loop = MultiThreadedEventLoopGroup.currentEventLoop ?? MultiThreadedEventLoopGroup.singleton.next()
         // Only a loop that is shutting down refuses; the server is stopping then.
         let timer = try? loop.scheduleCallback(in: TimeAmount(timeout), handler: deadline)
-        let outcome: Result<Response, any Error>
-        do { outcome = .success(try await next(request, context)) } catch { outcome = .failure(error) }
+        // `next` is not `Sendable`; the child is its only caller, and this task waits for it.
+        nonisolated(unsafe) let next = next
+        async let handled = deadline.run { try await next(request, context) }
+        let outcome = await handled
         timer?.cancel()
-        if deadline.finish() {
+        if deadline.expired {
+            if case .failure(let error as APIError) = outcome, error.code == .requestTimeout { throw error }
             throw APIError.unavailable("the request did not complete within its deadline; try again shortly")
         }
         return try outcome.get()
     }
 }
 
-/// Whether a request's deadline passed, and the timer's callback (NIO's scheduled callback:
-/// unlike `scheduleTask`, no promise to allocate and to fail with an error when the request
-/// finishes first, as nearly every one does). The task is cancelled only while it still runs.
+/// The handler's task while it runs, whether the deadline passed first, and the timer's callback
+/// (NIO's scheduled callback: unlike `scheduleTask`, no promise to allocate and to fail with an
+/// error when the request finishes first, as nearly every one does). The task is cancelled only
+/// while the handler runs in it.
 private final class Deadline: NIOScheduledCallbackHandler, Sendable {
-    private let task: UnsafeTaskReference
-    /// (finished, expired)
-    private let state = Mutex((false, false))
+    private struct State {
+        var handler: UnsafeTaskReference?
+        var finished = false
+        var expired = false
+    }
+    private let state = Mutex(State())
 
-    init(cancelling task: UnsafeTaskReference) { self.task = task }
+    /// Runs `handler` as the task the deadline cancels (the calling one); its outcome as a value.
+    func run(_ handler: () async throws -> Response) async -> Result<Response, any Error> {
+        withUnsafeCurrentTask { task in
+            state.withLock { state in
+                // The deadline can pass before the child task first runs (a busy loop).
+                if state.expired { task?.cancel() } else { state.handler = UnsafeTaskReference(task) }
+            }
+        }
+        let outcome: Result<Response, any Error>
+        do { outcome = .success(try await handler()) } catch { outcome = .failure(error) }
+        state.withLock { state in
+            state.finished = true
+            state.handler = nil
+        }
+        return outcome
+    }
 
     func handleScheduledCallback(eventLoop: some EventLoop) {
         state.withLock { state in
-            guard !state.0 else { return }
-            state.1 = true
-            task.cancel()
+            guard !state.finished else { return }
+            state.expired = true
+            state.handler?.cancel()
         }
     }
 
-    /// Marks the request finished; returns whether the deadline had passed.
-    func finish() -> Bool {
-        state.withLock { state in
-            state.0 = true
-            return state.1
-        }
-    }
+    /// Whether the deadline passed before the handler finished.
+    var expired: Bool { state.withLock { $0.expired } }
 }
 
-/// The request's task, for the timer to cancel. Only used under ``Deadline``'s lock while the
-/// task is known to be running (it is marked finished before it can end).
+/// The handler's task, for the timer to cancel. Only used under ``Deadline``'s lock while the
+/// task is known to be running (it is forgotten before it can end).
 private struct UnsafeTaskReference: @unchecked Sendable {
     let task: UnsafeCurrentTask?
     init(_ task: UnsafeCurrentTask?) { self.task = task }

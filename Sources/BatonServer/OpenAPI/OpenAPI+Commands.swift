@@ -44,6 +44,8 @@ extension OpenAPIDocument {
                         "404": errorResponse("not_found: the flow no longer exists."),
                         "409": errorResponse(
                             "conflict: the identical command is still waiting for a backend service's answer; retry with the same body after Retry-After seconds."),
+                        "408": errorResponse(
+                            "request_timeout: the body stopped arriving before the request's deadline; the connection is closed. Send the same body again."),
                         "413": errorResponse("body_too_large."),
                         "429": errorResponse(
                             "rate_limited: a limit was reached (e.g. Scan & Go label lookups); Retry-After, RateLimit-Policy and RateLimit say when to try again."),

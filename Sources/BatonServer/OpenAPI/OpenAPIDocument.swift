@@ -54,7 +54,7 @@ public enum OpenAPIDocument {
                                 "description": "Machine-readable; clients switch on it.",
                                 "examples": [
                                     "invalid_json", "invalid_request", "invalid_payload", "payload_expired", "unauthenticated",
-                                    "forbidden", "not_found", "method_not_allowed", "body_too_large", "unavailable",
+                                    "forbidden", "not_found", "method_not_allowed", "body_too_large", "request_timeout", "unavailable",
                                 ],
                             ],
                             "message": ["type": "string", "description": "For people; never parse it."],

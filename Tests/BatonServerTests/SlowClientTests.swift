@@ -1,0 +1,100 @@
+import BatonJSON
+import BatonServer
+import BatonTestSupport
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// The request deadline and the idle timeout on a live server: what reaches the client over a
+/// real connection when a handler, or the client itself, is too slow.
+@Suite("Slow handlers and slow clients on a live server")
+struct SlowClientTests {
+    /// A live application serving the test flows, whose request deadline is one second (the
+    /// database's must be shorter).
+    func application(idle: Duration = .seconds(75)) async throws -> some ApplicationProtocol {
+        buildApplication(
+            try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry(), configure: {
+                $0.requestTimeout = .seconds(1)
+                $0.databaseTimeout = .milliseconds(500)
+                $0.idleTimeout = idle
+            }))
+    }
+
+    /// An answer read off a raw connection: its status line, lower-cased header lines and body.
+    struct Answer {
+        let status: String
+        let fields: [String]
+        let body: String
+        init?(_ bytes: [UInt8]) {
+            let text = String(decoding: bytes, as: UTF8.self)
+            let parts = text.split(separator: "\r\n\r\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2 else { return nil }
+            let lines = parts[0].lowercased().split(separator: "\r\n").map(String.init)
+            (status, fields, body) = (lines.first ?? "", Array(lines.dropFirst()), parts[1])
+        }
+        var code: String? { (try? JSONValue.parse(Array(body.utf8)))?["error"]?["code"]?.stringValue }
+    }
+
+    @Test("a handler still running at the deadline answers 503 unavailable with Retry-After and the envelope, and the connection serves the next request")
+    func handlerPastDeadline() async throws {
+        try await application().test(.live) { client in
+            let started = ContinuousClock.now
+            try await client.execute(uri: "/diagnostics/sleep?ms=10000", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers[.retryAfter] != nil)
+                #expect(response.json["error"]?["code"] == "unavailable")
+            }
+            #expect(ContinuousClock.now - started < .seconds(8), "answered at the deadline, not after the handler's 10 s")
+            try await client.execute(uri: "/healthz", method: .get) { response in #expect(response.status == .ok) }
+        }
+    }
+
+    /// A request whose body stops arriving, named for the test's report.
+    struct StalledUpload: CustomTestStringConvertible, Sendable {
+        let testDescription: String
+        let bytes: [UInt8]
+        init(_ what: String, _ text: String) { (testDescription, bytes) = (what, Array(text.utf8)) }
+    }
+
+    @Test(
+        "a body that stops arriving is 408 request_timeout with the envelope at the deadline, and the connection closes",
+        arguments: [
+            StalledUpload(
+                "10 of 1000 promised bytes",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"payload\":"),
+            StalledUpload(
+                "a chunked body without its last chunk",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"pay\r\n"),
+        ])
+    func stalledUpload(_ upload: StalledUpload) async throws {
+        try await application().test(.live) { client in
+            let port = try #require(client.port)
+            let started = ContinuousClock.now
+            let bytes = try #require(await Loopback.exchange(port: port, sending: upload.bytes), "the server kept the connection open")
+            #expect(ContinuousClock.now - started < .seconds(8))
+            let answer = try #require(Answer(bytes), "no answer before the connection closed: \(String(decoding: bytes, as: UTF8.self))")
+            #expect(answer.status.hasPrefix("http/1.1 408 "), "\(answer.status)")
+            #expect(answer.fields.contains("connection: close"), "\(answer.fields)")
+            #expect(answer.fields.contains("content-type: application/json; charset=utf-8"), "\(answer.fields)")
+            #expect(answer.code == "request_timeout", "\(answer.body)")
+            try await client.execute(uri: "/healthz", method: .get) { response in #expect(response.status == .ok) }
+        }
+    }
+
+    @Test("an idle connection, one that sent half a head and one kept alive after its answer are closed after http.idle.timeout")
+    func idleConnections() async throws {
+        try await application(idle: .seconds(1)).test(.live) { client in
+            let port = try #require(client.port)
+            // Loopback.exchange gives nil when the server keeps the connection open 5 s after its last byte.
+            let silent = await Loopback.exchange(port: port, sending: [], timeout: 5)
+            #expect(silent == [], "a connection that never sent a byte was left open")
+            let halfHead = await Loopback.exchange(port: port, sending: Array("GET /healthz HTTP/1.1\r\nHost: x\r\n".utf8), timeout: 5)
+            #expect(halfHead == [], "a connection that sent half a head was left open")
+            let keptAlive = try #require(
+                await Loopback.exchange(port: port, sending: Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), timeout: 5),
+                "a kept-alive connection was left open after its answer")
+            #expect(Answer(keptAlive)?.status.hasPrefix("http/1.1 200 ") == true)
+        }
+    }
+}
