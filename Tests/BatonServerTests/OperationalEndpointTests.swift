@@ -100,8 +100,10 @@ struct OperationalEndpointTests {
         let bytes: [UInt8]
         let named: String
         let reason: String
-        init(_ what: String, _ text: String, names named: String, reason: String) {
-            (testDescription, bytes, self.named, self.reason) = (what, Array(text.utf8), named, reason)
+        /// The client shuts its sending side after the bytes.
+        let halfClose: Bool
+        init(_ what: String, _ text: String, names named: String, reason: String, halfClose: Bool = false) {
+            (testDescription, bytes, self.named, self.reason, self.halfClose) = (what, Array(text.utf8), named, reason, halfClose)
         }
     }
 
@@ -126,13 +128,22 @@ struct OperationalEndpointTests {
                 "a chunk whose size is not a number",
                 "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
                 names: "chunk", reason: "chunk_size"),
+            // A client that gives up mid-request and shuts its side (a cancelled upload).
+            MalformedRequest(
+                "half a head, then the client's side closed", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Client-Platf",
+                names: "ended before", reason: "truncated", halfClose: true),
+            MalformedRequest(
+                "half a body, then the client's side closed",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"payload\":",
+                names: "ended before", reason: "truncated", halfClose: true),
         ])
     func malformedHTTP(_ request: MalformedRequest) async throws {
         let app = buildApplication(try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry()))
         try await app.test(.live) { client in
             let port = try #require(client.port)
             let answer = try #require(
-                await Loopback.exchange(port: port, sending: request.bytes), "no connection, or the server kept it open")
+                await Loopback.exchange(port: port, sending: request.bytes, halfClose: request.halfClose),
+                "no connection, or the server kept it open")
             let text = String(decoding: answer, as: UTF8.self)
             let parts = text.split(separator: "\r\n\r\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             try #require(parts.count == 2, "\(text)")
@@ -151,6 +162,23 @@ struct OperationalEndpointTests {
             let counted = metrics.split(separator: "\n").filter { $0.hasPrefix("baton_http_refused_total{") }.map(String.init).sorted()
             let reasons = ["chunk_size", "content_length", "head_too_large", "invalid_character", "other", "request_line", "truncated"]
             #expect(counted == reasons.map { "baton_http_refused_total{reason=\"\($0)\"} \($0 == request.reason ? 1 : 0)" })
+        }
+    }
+
+    @Test("pipelined requests are answered in order, and garbage after a good request is 400 with the envelope after the good one's 200")
+    func pipelined() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let good = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            let bytes = Array((good + good + "GARBAGE \u{1} NOT HTTP\r\n\r\n").utf8)
+            let answer = try #require(await Loopback.exchange(port: port, sending: bytes), "no connection, or the server kept it open")
+            let text = String(decoding: answer, as: UTF8.self)
+            // Each answer's body ends without a line break: the next status line follows it.
+            let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+            #expect(statuses == ["200", "200", "400"], "\(text)")
+            let last = try #require(text.components(separatedBy: "\r\n\r\n").last)
+            #expect(try JSONValue.parse(Array(last.utf8))["error"]?["code"] == "invalid_request", "\(text)")
         }
     }
 

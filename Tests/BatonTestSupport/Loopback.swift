@@ -26,18 +26,19 @@ public enum Loopback {
 extension Loopback {
     /// Sends `bytes` to 127.0.0.1:`port` on a fresh connection and returns everything the
     /// server writes until it closes the connection, or nil when no connection could be made
-    /// or the server kept it open for `timeout` seconds after its last byte. Runs on a thread
-    /// of its own: the server under test may share the caller's event loop, which a blocking
-    /// read would hold.
-    public static func exchange(port: Int, sending bytes: [UInt8], timeout: Int = 10) async -> [UInt8]? {
+    /// or the server kept it open for `timeout` seconds after its last byte. With `halfClose`
+    /// the client then shuts its sending side, as one that gives up mid-request does. Runs on a
+    /// thread of its own: the server under test may share the caller's event loop, which a
+    /// blocking read would hold.
+    public static func exchange(port: Int, sending bytes: [UInt8], halfClose: Bool = false, timeout: Int = 10) async -> [UInt8]? {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(returning: blockingExchange(port: port, sending: bytes, timeout: timeout))
+                continuation.resume(returning: blockingExchange(port: port, sending: bytes, halfClose: halfClose, timeout: timeout))
             }
         }
     }
 
-    private static func blockingExchange(port: Int, sending bytes: [UInt8], timeout: Int) -> [UInt8]? {
+    private static func blockingExchange(port: Int, sending bytes: [UInt8], halfClose: Bool, timeout: Int) -> [UInt8]? {
         let answer: [UInt8]?? = withSocket(port: port) { descriptor, address, length -> [UInt8]? in
             guard connect(descriptor, address, length) == 0 else { return nil }
             var wait = timeval(tv_sec: timeout, tv_usec: 0)
@@ -59,6 +60,11 @@ extension Loopback {
                 if written <= 0 { break }
                 sent += written
             }
+            #if canImport(Glibc)
+            if halfClose { shutdown(descriptor, Int32(SHUT_WR)) }
+            #else
+            if halfClose { shutdown(descriptor, SHUT_WR) }
+            #endif
             var answer: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
