@@ -214,8 +214,13 @@ prepare_screen() {
   BATON_BENCH_TOKEN=$("$baton" token "$screen_user")
   export BATON_BENCH_TOKEN
   screen_url="http://127.0.0.1:$port/v3/screens/playlist?id=$screen_playlist"
-  curl -sf -H "Authorization: Bearer $BATON_BENCH_TOKEN" -H "X-Client-Platform: ios" "$screen_url" >"$data/screen.json" \
-    || { echo "the playlist screen did not answer 200" >&2; exit 1; }
+  local status
+  status=$(curl -s -o "$data/screen.json" -w '%{http_code}' -H "Authorization: Bearer $BATON_BENCH_TOKEN" -H "X-Client-Platform: ios" "$screen_url" || true)
+  [ "$status" = 200 ] || {
+    echo "the playlist screen did not answer 200 but ${status:-nothing}: $(head -c 500 "$data/screen.json" 2>/dev/null)" >&2
+    tail -5 "$data/serve.log" >&2
+    exit 1
+  }
   echo "GET /v3/screens/playlist?id=$screen_playlist as user:$screen_user: $(wc -c <"$data/screen.json") bytes," \
     "$(grep -o '"type":"startFlow"' "$data/screen.json" | wc -l) start actions."
 }

@@ -22,6 +22,8 @@ struct ConfigurationTests {
         #expect(configuration.logFormat == .json)
         #expect(configuration.migrateOnStart)
         #expect(!configuration.diagnostics)
+        #expect(configuration.requestTimeout == .seconds(10))
+        #expect(configuration.idleTimeout == .seconds(75))
     }
 
     @Test("environment variables map to keys (DATABASE_URL → database.url, ...)")
@@ -64,6 +66,9 @@ struct ConfigurationTests {
         #expect(throws: BatonConfiguration.Error.self) { try configuration(["http.port": 70000]) }
         #expect(throws: BatonConfiguration.Error.self) { try configuration(["database.pool.size": 0]) }
         #expect(throws: BatonConfiguration.Error.self) { try configuration(["http.body.limit": 10]) }
+        // An idle timeout within the request's deadline would close a stalled upload before its 408.
+        let idle = #expect(throws: BatonConfiguration.Error.self) { try configuration(["http.idle.timeout": 10.0]) }
+        #expect(idle?.description.contains("http.request.timeout") == true)
     }
 
     @Test("a missing config file is an error, not silently ignored")

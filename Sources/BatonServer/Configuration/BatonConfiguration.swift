@@ -20,9 +20,11 @@ import SystemPackage
 /// - `http.request.timeout` (`HTTP_REQUEST_TIMEOUT`, seconds, default 10): every request answers
 ///   within this, with 503 `unavailable` if nothing else (408 `request_timeout` when the
 ///   client's body had not all arrived).
-/// - `http.idle.timeout` (`HTTP_IDLE_TIMEOUT`, seconds, default 75): a connection with no request
-///   in progress (kept alive after an answer, never used, or holding half a head) is closed after
-///   this long without a byte from the client.
+/// - `http.idle.timeout` (`HTTP_IDLE_TIMEOUT`, seconds, default 75, longer than
+///   `http.request.timeout`): a connection is closed this long after it opened, after its last
+///   answer, or after the last piece of a request's body arrived, unless a request has been read
+///   and is being answered. The bytes of an unfinished head do not count: half a head trickled
+///   byte by byte is closed all the same.
 /// - `baton.data.dir` (`BATON_DATA_DIR`, default `.baton`): where the embedded cluster lives.
 /// - `http.host` (`HTTP_HOST`, default 127.0.0.1), `http.port` (`HTTP_PORT`, default 8080).
 /// - `http.body.limit` (`HTTP_BODY_LIMIT`, bytes, default 65536).
@@ -74,7 +76,8 @@ public struct BatonConfiguration: Sendable {
     public var idleInTransactionTimeout: Duration
     /// Every request answers within this.
     public var requestTimeout: Duration
-    /// A connection with no request in progress is closed after this long without a byte.
+    /// A connection is closed this long after it opened, its last answer or its body's last
+    /// piece, unless a request is being answered.
     public var idleTimeout: Duration
     public var dataDirectory: String
     public var httpHost: String
@@ -160,6 +163,11 @@ public struct BatonConfiguration: Sendable {
         // Longer than the 60 s idle timeout of common load balancers, so that the balancer, not
         // Baton, closes an idle connection: never one the balancer is just reusing.
         idleTimeout = try seconds("http.idle.timeout", "HTTP_IDLE_TIMEOUT", default: 75, within: 1...3600)
+        // A shorter one would close a stalled upload, or a request whose body is not read yet,
+        // before the request's deadline could answer it.
+        guard idleTimeout > requestTimeout else {
+            throw Error(description: "http.idle.timeout (\(idleTimeout)) must be longer than http.request.timeout (\(requestTimeout))")
+        }
         guard databaseTimeout < requestTimeout else {
             throw Error(description: "database.timeout (\(databaseTimeout)) must be shorter than http.request.timeout (\(requestTimeout))")
         }

@@ -71,7 +71,7 @@ public struct ErrorMiddleware: RouterMiddleware {
                 let code: APIError.Code = error.status.code >= 500 ? .internalError : .invalidRequest
                 return APIError(error.status, code, error.body ?? error.status.reasonPhrase)
             }
-        case is CancellationError:
+        case is CancellationError, is BodyReadCancelled:
             return .unavailable("the request was cancelled")
         default:
             // The type and, for the database, the SQLSTATE and constraint: never the message,

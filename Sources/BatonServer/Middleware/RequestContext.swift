@@ -29,6 +29,11 @@ extension BatonRequestContext {
     }
 }
 
+/// The request's body was still being read when the request's task was cancelled: at the
+/// request's deadline (``RequestDeadlineMiddleware`` answers `408 request_timeout`: the client's
+/// body stopped arriving), or as the server stops (`503`, like any cancelled request).
+struct BodyReadCancelled: Error {}
+
 extension Request {
     /// Reads the whole body, refusing more than `limit` bytes with 413 `body_too_large`, whether
     /// the client announced the length or not.
@@ -36,17 +41,12 @@ extension Request {
         if let length = headers[.contentLength].flatMap({ Int($0) }), length > limit {
             throw APIError.bodyTooLarge(limit: limit)
         }
-        let collected: ByteBuffer
         do {
-            collected = try await body.collect(upTo: limit)
+            return try await body.collect(upTo: limit)
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw APIError.bodyTooLarge(limit: limit)
         } catch where Task.isCancelled {
-            throw APIError.requestTimeout
+            throw BodyReadCancelled()
         }
-        // Cancelled while the body was still arriving (the request's deadline passed): what was
-        // read ends early, as though the body had, so it must not be taken for the whole body.
-        if Task.isCancelled { throw APIError.requestTimeout }
-        return collected
     }
 }

@@ -13,7 +13,8 @@ import Synchronization
 /// client whose upload stalls.
 ///
 /// The handler runs in a child task of the request's task (`async let`), and the deadline is a
-/// timer on the request's event loop that cancels that child: no `Task.sleep` per request (a
+/// timer on the event loop the request runs on (Swift concurrency's jobs run on the event
+/// loops: `EventLoopGlobalExecutor`) that cancels that child: no `Task.sleep` per request (a
 /// sleep is a libdispatch timer, which cost every request two thread wake-ups). Every wait in
 /// Baton ends on cancellation, so a cancelled handler returns at once and the answer is written
 /// by the request's own task. That task must not be the one cancelled: Hummingbird closes a
@@ -39,7 +40,7 @@ public struct RequestDeadlineMiddleware: RouterMiddleware {
         let outcome = await handled
         timer?.cancel()
         if deadline.expired {
-            if case .failure(let error as APIError) = outcome, error.code == .requestTimeout { throw error }
+            if case .failure(is BodyReadCancelled) = outcome { throw APIError.requestTimeout }
             throw APIError.unavailable("the request did not complete within its deadline; try again shortly")
         }
         return try outcome.get()
@@ -52,7 +53,7 @@ public struct RequestDeadlineMiddleware: RouterMiddleware {
 /// while the handler runs in it.
 private final class Deadline: NIOScheduledCallbackHandler, Sendable {
     private struct State {
-        var handler: UnsafeTaskReference?
+        var task: UnsafeTaskReference?
         var finished = false
         var expired = false
     }
@@ -60,26 +61,31 @@ private final class Deadline: NIOScheduledCallbackHandler, Sendable {
 
     /// Runs `handler` as the task the deadline cancels (the calling one); its outcome as a value.
     func run(_ handler: () async throws -> Response) async -> Result<Response, any Error> {
-        withUnsafeCurrentTask { task in
+        let expiredFirst = withUnsafeCurrentTask { task in
             state.withLock { state in
-                // The deadline can pass before the child task first runs (a busy loop).
-                if state.expired { task?.cancel() } else { state.handler = UnsafeTaskReference(task) }
+                // The deadline can pass before the child task first runs (a busy loop): then
+                // the handler is not started at all.
+                if !state.expired { state.task = UnsafeTaskReference(task) }
+                return state.expired
             }
         }
+        if expiredFirst { return .failure(CancellationError()) }
         let outcome: Result<Response, any Error>
         do { outcome = .success(try await handler()) } catch { outcome = .failure(error) }
         state.withLock { state in
             state.finished = true
-            state.handler = nil
+            state.task = nil
         }
         return outcome
     }
 
+    /// The deadline: cancels the handler's task if it still runs. (Its cancellation handlers
+    /// run here, on the loop, under the lock: none of them touches the deadline.)
     func handleScheduledCallback(eventLoop: some EventLoop) {
         state.withLock { state in
             guard !state.finished else { return }
             state.expired = true
-            state.handler?.cancel()
+            state.task?.cancel()
         }
     }
 
@@ -88,7 +94,8 @@ private final class Deadline: NIOScheduledCallbackHandler, Sendable {
 }
 
 /// The handler's task, for the timer to cancel. Only used under ``Deadline``'s lock while the
-/// task is known to be running (it is forgotten before it can end).
+/// task is known to be running (it is forgotten before it can end): `@unchecked` because
+/// `UnsafeCurrentTask` is not `Sendable`, though cancelling a task from another thread is safe.
 private struct UnsafeTaskReference: @unchecked Sendable {
     let task: UnsafeCurrentTask?
     init(_ task: UnsafeCurrentTask?) { self.task = task }

@@ -42,10 +42,10 @@ extension OpenAPIDocument {
                         "401": errorResponse("unauthenticated: a bad bearer token, or no identity at all."),
                         "403": errorResponse("forbidden: the payload was minted for another subject."),
                         "404": errorResponse("not_found: the flow no longer exists."),
-                        "409": errorResponse(
-                            "conflict: the identical command is still waiting for a backend service's answer; retry with the same body after Retry-After seconds."),
                         "408": errorResponse(
                             "request_timeout: the body stopped arriving before the request's deadline; the connection is closed. Send the same body again."),
+                        "409": errorResponse(
+                            "conflict: the identical command is still waiting for a backend service's answer; retry with the same body after Retry-After seconds."),
                         "413": errorResponse("body_too_large."),
                         "429": errorResponse(
                             "rate_limited: a limit was reached (e.g. Scan & Go label lookups); Retry-After, RateLimit-Policy and RateLimit say when to try again."),
@@ -232,6 +232,7 @@ extension OpenAPIDocument {
                                 ]),
                             "400": errorResponse("invalid_json or invalid_request (including a malformed Idempotency-Key)."),
                             "401": errorResponse("unauthenticated: the link's flow needs a signed-in user."),
+                            "408": errorResponse("request_timeout: the body stopped arriving before the request's deadline; the connection is closed."),
                             "409": errorResponse("conflict: a request with this Idempotency-Key is still in flight; retry after Retry-After seconds."),
                             "422": errorResponse("idempotency_key_reused: the key was used for a different request."),
                             "503": errorResponse("unavailable."),

@@ -29,7 +29,7 @@ public struct DemoTrackingController: Sendable {
             guard let key = request.headers[HTTPField.Name("Idempotency-Key")!], !key.isEmpty, key.utf8.count <= 128 else {
                 throw APIError.invalidRequest("Idempotency-Key is required")
             }
-            let bytes = try await request.body.collect(upTo: 4096)
+            let bytes = try await request.collectBody(limit: 4096)
             guard let body = try? JSONValue.parse(Array(bytes.readableBytesView)), let location = body["location"]?.stringValue else {
                 throw APIError.invalidRequest("send {\"location\": \"UT-0001\"}")
             }
