@@ -137,8 +137,8 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
 
     return Application(
         router: router,
-        // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope); a
-        // connection with no request in progress is closed after `http.idle.timeout`.
+        // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope); an
+        // idle connection is closed after `http.idle.timeout` (BatonConfiguration says when).
         server: .http1(
             configuration: .init(
                 additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics)],
