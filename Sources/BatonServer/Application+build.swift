@@ -137,11 +137,12 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
 
     return Application(
         router: router,
-        // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope); an
+        // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope); a
+        // response that says `Connection: close` ends its connection (ClosingResponses); an
         // idle connection is closed after `http.idle.timeout` (BatonConfiguration says when).
         server: .http1(
             configuration: .init(
-                additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics)],
+                additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics), ClosingResponses()],
                 idleTimeout: TimeAmount(environment.configuration.idleTimeout))),
         configuration: .init(
             address: .hostname(environment.configuration.httpHost, port: environment.configuration.httpPort),

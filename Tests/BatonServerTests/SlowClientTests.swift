@@ -82,6 +82,25 @@ struct SlowClientTests {
         }
     }
 
+    @Test("an upload over the body limit gets 413 body_too_large with Connection: close, and its connection is closed a moment later although the client keeps sending")
+    func oversizedUpload() async throws {
+        try await application().test(.live) { client in
+            let port = try #require(client.port)
+            let head = "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n"
+            let upload = try #require(
+                await Loopback.upload(port: port, head: Array(head.utf8), chunk: [UInt8](repeating: 0x20, count: 16_384), seconds: 12))
+            let answer = try #require(Answer(upload.answer), "no answer: \(String(decoding: upload.answer, as: UTF8.self))")
+            #expect(answer.status.hasPrefix("http/1.1 413 "), "\(answer.status)")
+            #expect(answer.fields.contains("connection: close"), "\(answer.fields)")
+            #expect(answer.code == "body_too_large", "\(answer.body)")
+            let (answerEnded, ended, sendingFor) = (upload.answerEnded, upload.ended, upload.sendingFor)
+            #expect(answerEnded, "no end of stream")
+            #expect(ended, "the server still read the body after \(sendingFor)")
+            #expect(sendingFor >= .seconds(1), "closed before the client had a moment to read its answer")
+            try await client.execute(uri: "/healthz", method: .get) { response in #expect(response.status == .ok) }
+        }
+    }
+
     @Test("an idle connection, one that sent half a head and one kept alive after its answer are closed after http.idle.timeout, not before")
     func idleConnections() async throws {
         try await application(idle: .milliseconds(1500)).test(.live) { client in

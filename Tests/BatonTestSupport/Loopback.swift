@@ -79,3 +79,71 @@ extension Loopback {
         return answer ?? nil
     }
 }
+
+extension Loopback {
+    /// What a client streaming a large body saw: the bytes the server wrote, whether the server
+    /// ended its side (end of stream) and the whole connection (sending failed, or a reset), and
+    /// how long the client had kept sending by then.
+    public struct Upload: Sendable {
+        public var answer: [UInt8]
+        public var answerEnded: Bool
+        public var ended: Bool
+        public var sendingFor: Duration
+    }
+
+    /// Sends `head`, then `chunk` over and over for up to `seconds`, reading whatever the server
+    /// writes meanwhile, as a client uploading a body too large to be taken does — one that
+    /// goes on sending after the server's answer and its end of stream. Stops when sending
+    /// fails. Nil when no connection could be made.
+    public static func upload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) async -> Upload? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(returning: blockingUpload(port: port, head: head, chunk: chunk, seconds: seconds))
+            }
+        }
+    }
+
+    private static func blockingUpload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) -> Upload? {
+        let upload: Upload?? = withSocket(port: port) { descriptor, address, length -> Upload? in
+            guard connect(descriptor, address, length) == 0 else { return nil }
+            var wait = timeval(tv_sec: 0, tv_usec: 50_000)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            #if canImport(Glibc)
+            let flags = Int32(MSG_NOSIGNAL)
+            #else
+            var on: Int32 = 1
+            setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size))
+            let flags: Int32 = 0
+            #endif
+            let started = ContinuousClock.now
+            var result = Upload(answer: [], answerEnded: false, ended: false, sendingFor: .zero)
+            var pending = head
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while ContinuousClock.now - started < .seconds(seconds) {
+                if pending.isEmpty { pending = chunk }
+                let written = pending.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, flags) }
+                if written > 0 {
+                    pending.removeFirst(written)
+                } else if written < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+                    result.ended = true  // the server reset or closed the connection
+                }
+                if !result.answerEnded {
+                    let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                    if count > 0 {
+                        result.answer += buffer[..<count]
+                    } else if count == 0 {
+                        result.answerEnded = true
+                    } else if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+                        result.answerEnded = true
+                        result.ended = true  // a reset
+                    }
+                }
+                if result.ended { break }
+            }
+            result.sendingFor = ContinuousClock.now - started
+            return result
+        }
+        return upload ?? nil
+    }
+}

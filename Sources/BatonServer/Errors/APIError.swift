@@ -70,8 +70,10 @@ public struct APIError: Error, HTTPResponseError, Sendable {
     public static func unauthenticated(_ message: String) -> APIError {
         APIError(.unauthorized, .unauthenticated, message, headers: [.wwwAuthenticate: "Bearer"])
     }
+    /// 413 with `Connection: close`: the rest of the body is not read (``ClosingResponses``).
     public static func bodyTooLarge(limit: Int) -> APIError {
-        APIError(.contentTooLarge, .bodyTooLarge, "the request body is larger than the limit of \(limit) bytes")
+        APIError(
+            .contentTooLarge, .bodyTooLarge, "the request body is larger than the limit of \(limit) bytes", headers: [.connection: "close"])
     }
     /// 408 with `Connection: close`: the client's body stopped arriving before the request's
     /// deadline. The connection cannot carry another request (its body was not read to the end).

@@ -37,8 +37,10 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        // Hummingbird's answer to the refusal: 400, `Content-Length: 0`, `Connection: close`.
-        guard let refusal, case .head(let bare) = unwrapOutboundIn(data), bare.status == .badRequest,
+        // Hummingbird's answer to the refusal: 400, `Content-Length: 0`, `Connection: close`. On
+        // a connection the server closed (its idle timeout, with half a head read), the parser's
+        // complaint about the cut is no refusal of the client's, and the answer goes nowhere.
+        guard let refusal, context.channel.isActive, case .head(let bare) = unwrapOutboundIn(data), bare.status == .badRequest,
             bare.headerFields[.contentLength] == "0", bare.headerFields[.connection] == "close"
         else {
             context.write(data, promise: promise)

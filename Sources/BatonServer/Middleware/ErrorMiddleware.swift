@@ -62,7 +62,7 @@ public struct ErrorMiddleware: RouterMiddleware {
                 }
                 return .notFound("no such endpoint: \(request.method.rawValue) \(request.uri.path.prefix(200))")
             case .contentTooLarge:
-                return APIError(.contentTooLarge, .bodyTooLarge, "the request body is too large")
+                return APIError(.contentTooLarge, .bodyTooLarge, "the request body is too large", headers: [.connection: "close"])
             case .badRequest:
                 return .invalidRequest(error.body ?? "bad request")
             case .unsupportedMediaType:
