@@ -81,20 +81,21 @@ extension Loopback {
 }
 
 extension Loopback {
-    /// What a client streaming a large body saw: the bytes the server wrote, whether the server
-    /// ended its side (end of stream) and the whole connection (sending failed, or a reset), and
-    /// how long the client had kept sending by then.
+    /// What a client streaming a large body saw: the bytes the server wrote; when the first of
+    /// them came and how many bytes the client sent after that; whether the server then ended
+    /// the connection (its end of stream, a reset, or sending failed) and when, counted from the
+    /// first byte of the answer.
     public struct Upload: Sendable {
-        public var answer: [UInt8]
-        public var answerEnded: Bool
-        public var ended: Bool
-        public var sendingFor: Duration
+        public var answer: [UInt8] = []
+        public var sentAfterAnswer = 0
+        public var ended = false
+        public var endedAfterAnswer: Duration?
     }
 
-    /// Sends `head`, then `chunk` over and over for up to `seconds`, reading whatever the server
-    /// writes meanwhile, as a client uploading a body too large to be taken does — one that
-    /// goes on sending after the server's answer and its end of stream. Stops when sending
-    /// fails. Nil when no connection could be made.
+    /// Sends `head`, then `chunk` over and over, as fast as the server takes it, for up to
+    /// `seconds`, reading whatever the server writes meanwhile: a client uploading a body too
+    /// large to be taken, that goes on sending after the answer. Nil when no connection could
+    /// be made.
     public static func upload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) async -> Upload? {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
@@ -106,42 +107,42 @@ extension Loopback {
     private static func blockingUpload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) -> Upload? {
         let upload: Upload?? = withSocket(port: port) { descriptor, address, length -> Upload? in
             guard connect(descriptor, address, length) == 0 else { return nil }
-            var wait = timeval(tv_sec: 0, tv_usec: 50_000)
-            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            // Sends wait at most 10 ms for room; reads never wait.
+            var wait = timeval(tv_sec: 0, tv_usec: 10_000)
             setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             #if canImport(Glibc)
-            let flags = Int32(MSG_NOSIGNAL)
+            let sendFlags = Int32(MSG_NOSIGNAL)
+            let readFlags = Int32(MSG_DONTWAIT)
             #else
             var on: Int32 = 1
             setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size))
-            let flags: Int32 = 0
+            let sendFlags: Int32 = 0
+            let readFlags = Int32(MSG_DONTWAIT)
             #endif
             let started = ContinuousClock.now
-            var result = Upload(answer: [], answerEnded: false, ended: false, sendingFor: .zero)
+            var answeredAt: ContinuousClock.Instant?
+            var result = Upload()
             var pending = head
             var buffer = [UInt8](repeating: 0, count: 65_536)
-            while ContinuousClock.now - started < .seconds(seconds) {
+            func transient() -> Bool { errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR }
+            while ContinuousClock.now - started < .seconds(seconds), !result.ended {
                 if pending.isEmpty { pending = chunk }
-                let written = pending.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, flags) }
+                let written = pending.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
                 if written > 0 {
                     pending.removeFirst(written)
-                } else if written < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
-                    result.ended = true  // the server reset or closed the connection
+                    if answeredAt != nil { result.sentAfterAnswer += written }
+                } else if written < 0 && !transient() {
+                    result.ended = true
                 }
-                if !result.answerEnded {
-                    let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-                    if count > 0 {
-                        result.answer += buffer[..<count]
-                    } else if count == 0 {
-                        result.answerEnded = true
-                    } else if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
-                        result.answerEnded = true
-                        result.ended = true  // a reset
-                    }
+                let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, readFlags) }
+                if count > 0 {
+                    if answeredAt == nil { answeredAt = ContinuousClock.now }
+                    result.answer += buffer[..<count]
+                } else if count == 0 || !transient() {
+                    result.ended = true
                 }
-                if result.ended { break }
             }
-            result.sendingFor = ContinuousClock.now - started
+            if result.ended, let answeredAt { result.endedAfterAnswer = ContinuousClock.now - answeredAt }
             return result
         }
         return upload ?? nil

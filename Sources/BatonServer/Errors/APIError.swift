@@ -70,7 +70,8 @@ public struct APIError: Error, HTTPResponseError, Sendable {
     public static func unauthenticated(_ message: String) -> APIError {
         APIError(.unauthorized, .unauthenticated, message, headers: [.wwwAuthenticate: "Bearer"])
     }
-    /// 413 with `Connection: close`: the rest of the body is not read (``ClosingResponses``).
+    /// 413 with `Connection: close`: the rest of the body is dropped and the connection ended
+    /// (``ClosingResponses``).
     public static func bodyTooLarge(limit: Int) -> APIError {
         APIError(
             .contentTooLarge, .bodyTooLarge, "the request body is larger than the limit of \(limit) bytes", headers: [.connection: "close"])

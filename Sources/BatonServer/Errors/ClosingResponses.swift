@@ -6,37 +6,70 @@ import NIOHTTPTypes
 /// server that sends it (RFC 9112 §9.6): Hummingbird closes after a request that asks for it,
 /// not after a response that says so.
 ///
-/// Baton says so when it will not read the rest of the request: `413 body_too_large` (the body
-/// is over the limit) and `408 request_timeout` (the body stopped arriving). Without this, a
-/// client that kept sending after its 413 had the whole body read and thrown away, however long.
+/// Baton says so when it will not take the rest of the request: `413 body_too_large` (answered
+/// from the announced length, before the body is read) and Hummingbird's `400` for a request it
+/// cannot parse. Without this, a client that kept sending after its 413 had its whole body read
+/// and dropped, however long, and a request behind it was served.
 ///
-/// The close lingers, as web servers' do: the connection is closed ``linger`` after the answer
-/// is written, the rest of the body read and dropped meanwhile. Closed at once, a socket with
-/// unread input is reset, and a reset can destroy the answer before the client reads it. (Shutting
-/// the sending side first, to give the client its end of stream at once, made NIO close the
-/// whole connection within milliseconds: a reset all the same.)
-final class ClosingResponses: ChannelOutboundHandler, RemovableChannelHandler {
+/// Once the answer is written: if the request was read to its end, the connection closes at
+/// once. If its body is still arriving, what arrives is dropped (a request behind it included)
+/// and the connection closes when the body ends, or ``linger`` after the answer, whichever comes
+/// first. Closed while input is still arriving, a socket is reset, and a reset can destroy the
+/// answer before the client reads it: the linger gives the client that long to read it. (For
+/// `408 request_timeout` the body's reading has already stopped; the linger only bounds how long
+/// the connection stays.) Parts Hummingbird had already taken in before the answer was written
+/// are beyond reach: a request pipelined behind a body read whole is still served.
+final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    /// How long a client may go on sending after the answer and its end of stream.
+    /// How long a client still sending its body has to read the answer before the close.
     static let linger = TimeAmount.seconds(2)
 
-    /// Whether the response being written said `Connection: close`.
-    private var closing = false
+    /// The response being written says `Connection: close`.
+    private var closingResponse = false
+    /// A request's head was read and its end was not yet.
+    private var readingRequest = false
+    /// A closing response was written: what the client sends now is dropped.
+    private var answered = false
     private var lingering: Scheduled<Void>?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        if answered {
+            if case .end = part {
+                readingRequest = false
+                context.close(promise: nil)
+            }
+            return
+        }
+        switch part {
+        case .head: readingRequest = true
+        case .body: break
+        case .end: readingRequest = false
+        }
+        context.fireChannelRead(data)
+    }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(let head):
-            closing = head.headerFields[.connection] == "close"
+            closingResponse = head.headerFields[.connection]?.lowercased() == "close"
             context.write(data, promise: promise)
-        case .end where closing:
-            closing = false
+        case .end where closingResponse:
+            closingResponse = false
             let written = promise ?? context.eventLoop.makePromise()
             context.write(data, promise: written)
-            written.futureResult.assumeIsolated().whenComplete { _ in
-                self.lingering = context.eventLoop.assumeIsolated().scheduleTask(in: Self.linger) { context.close(promise: nil) }
+            written.futureResult.assumeIsolated().whenComplete { result in
+                guard case .success = result, context.channel.isActive, !self.answered else { return }
+                self.answered = true
+                if !self.readingRequest {
+                    context.close(promise: nil)
+                } else {
+                    self.lingering = context.eventLoop.assumeIsolated().scheduleTask(in: Self.linger) { context.close(promise: nil) }
+                }
             }
         case .body, .end:
             context.write(data, promise: promise)
