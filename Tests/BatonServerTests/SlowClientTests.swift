@@ -16,7 +16,7 @@ struct SlowClientTests {
         buildApplication(
             try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry(), configure: {
                 $0.requestTimeout = .seconds(1)
-                $0.databaseTimeout = .milliseconds(500)
+                $0.databaseTimeout = .milliseconds(900)
                 $0.idleTimeout = idle
             }))
     }
