@@ -144,17 +144,14 @@ struct OperationalEndpointTests {
             let answer = try #require(
                 await Loopback.exchange(port: port, sending: request.bytes, halfClose: request.halfClose),
                 "no connection, or the server kept it open")
-            let text = String(decoding: answer, as: UTF8.self)
-            let parts = text.split(separator: "\r\n\r\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            try #require(parts.count == 2, "\(text)")
-            let (head, body) = (parts[0], parts[1])
-            let fields = head.lowercased().split(separator: "\r\n").map(String.init)
-            #expect(fields.first?.hasPrefix("http/1.1 400 ") == true, "\(head)")
-            #expect(fields.contains("content-type: application/json; charset=utf-8"), "\(head)")
-            #expect(fields.contains("connection: close"), "\(head)")
-            #expect(fields.contains("content-length: \(body.utf8.count)"), "\(head)")
+            let reply = try #require(Loopback.Answer(answer), "\(String(decoding: answer, as: UTF8.self))")
+            let (fields, body) = (reply.fields, reply.body)
+            #expect(reply.status.hasPrefix("http/1.1 400 "), "\(reply.status)")
+            #expect(fields.contains("content-type: application/json; charset=utf-8"), "\(fields)")
+            #expect(fields.contains("connection: close"), "\(fields)")
+            #expect(fields.contains("content-length: \(body.utf8.count)"), "\(fields)")
             let envelope = try JSONValue.parse(Array(body.utf8))
-            #expect(envelope["error"]?["code"] == "invalid_request", "\(body)")
+            #expect(reply.code == "invalid_request", "\(body)")
             #expect(envelope["error"]?["message"]?.stringValue?.contains(request.named) == true, "\(body)")
             // The server still answers a well-formed request, and counted the refusal.
             try await client.execute(uri: "/healthz", method: .get) { response in #expect(response.status == .ok) }

@@ -21,20 +21,6 @@ struct SlowClientTests {
             }))
     }
 
-    /// An answer read off a raw connection: its status line, lower-cased header lines and body.
-    struct Answer {
-        let status: String
-        let fields: [String]
-        let body: String
-        init?(_ bytes: [UInt8]) {
-            let text = String(decoding: bytes, as: UTF8.self)
-            let parts = text.split(separator: "\r\n\r\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 2 else { return nil }
-            let lines = parts[0].lowercased().split(separator: "\r\n").map(String.init)
-            (status, fields, body) = (lines.first ?? "", Array(lines.dropFirst()), parts[1])
-        }
-        var code: String? { (try? JSONValue.parse(Array(body.utf8)))?["error"]?["code"]?.stringValue }
-    }
 
     @Test("a handler still running at the deadline answers 503 unavailable with Retry-After and the envelope, and the connection serves the next request")
     func handlerPastDeadline() async throws {
@@ -73,7 +59,7 @@ struct SlowClientTests {
             let started = ContinuousClock.now
             let bytes = try #require(await Loopback.exchange(port: port, sending: upload.bytes), "the server kept the connection open")
             #expect(ContinuousClock.now - started < .seconds(8))
-            let answer = try #require(Answer(bytes), "no answer before the connection closed: \(String(decoding: bytes, as: UTF8.self))")
+            let answer = try #require(Loopback.Answer(bytes), "no answer before the connection closed: \(String(decoding: bytes, as: UTF8.self))")
             #expect(answer.status.hasPrefix("http/1.1 408 "), "\(answer.status)")
             #expect(answer.fields.contains("connection: close"), "\(answer.fields)")
             #expect(answer.fields.contains("content-type: application/json; charset=utf-8"), "\(answer.fields)")
@@ -89,7 +75,7 @@ struct SlowClientTests {
             let head = "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n"
             let upload = try #require(
                 await Loopback.upload(port: port, head: Array(head.utf8), chunk: [UInt8](repeating: 0x20, count: 65_536), seconds: 12))
-            let answer = try #require(Answer(upload.answer), "no answer: \(String(decoding: upload.answer, as: UTF8.self))")
+            let answer = try #require(Loopback.Answer(upload.answer), "no answer: \(String(decoding: upload.answer, as: UTF8.self))")
             #expect(answer.status.hasPrefix("http/1.1 413 "), "\(answer.status)")
             #expect(answer.fields.contains("connection: close"), "\(answer.fields)")
             #expect(answer.code == "body_too_large", "\(answer.body)")
@@ -137,13 +123,13 @@ struct SlowClientTests {
             let halfHead = try #require(await exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n"), "a connection that sent half a head was left open")
             #expect(halfHead.bytes == [])
             let keptAlive = try #require(await exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), "a kept-alive connection was left open after its answer")
-            #expect(Answer(keptAlive.bytes)?.status.hasPrefix("http/1.1 200 ") == true)
+            #expect(Loopback.Answer(keptAlive.bytes)?.status.hasPrefix("http/1.1 200 ") == true)
             // Not before the timeout (a busy machine only makes the close later).
             for after in [silent.after, halfHead.after, keptAlive.after] { #expect(after >= .milliseconds(1400), "closed after \(after)") }
             // A close the server chose is not counted as a client's truncated request. (On a new
             // connection: the test client's own has been idle too long by now, and was closed.)
             let answer = try #require(await exchange("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
-            let metrics = try #require(Answer(answer.bytes)).body
+            let metrics = try #require(Loopback.Answer(answer.bytes)).body
             #expect(metrics.contains("baton_http_refused_total{reason=\"truncated\"} 0"), "\(metrics.split(separator: "\n").filter { $0.contains("refused") })")
         }
     }

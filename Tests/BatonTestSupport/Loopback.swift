@@ -1,3 +1,4 @@
+import BatonJSON
 import Foundation
 
 /// Ports on 127.0.0.1, probed with plain sockets (is a server up yet, is a port free), and raw
@@ -21,6 +22,30 @@ public enum Loopback {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
+
+    /// Flags for `send` on a ``connected(port:receiveTimeout:sendTimeout:_:)`` socket: a closed
+    /// peer is an error, not a SIGPIPE that ends the test process.
+    #if canImport(Glibc)
+    static let sendFlags = Int32(MSG_NOSIGNAL)
+    #else
+    static let sendFlags: Int32 = 0
+    #endif
+
+    /// Runs `body` with a socket connected to 127.0.0.1:`port`, whose reads and sends give up
+    /// after the timeouts (none when nil); nil when no connection could be made.
+    static func connected<R>(port: Int, receiveTimeout: timeval?, sendTimeout: timeval?, _ body: (Int32) -> R) -> R? {
+        let result: R?? = withSocket(port: port) { descriptor, address, length -> R? in
+            guard connect(descriptor, address, length) == 0 else { return nil }
+            if var wait = receiveTimeout { setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size)) }
+            if var wait = sendTimeout { setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size)) }
+            #if !canImport(Glibc)
+            var on: Int32 = 1
+            setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size))
+            #endif
+            return body(descriptor)
+        }
+        return result ?? nil
+    }
 }
 
 extension Loopback {
@@ -39,23 +64,13 @@ extension Loopback {
     }
 
     private static func blockingExchange(port: Int, sending bytes: [UInt8], halfClose: Bool, timeout: Int) -> [UInt8]? {
-        let answer: [UInt8]?? = withSocket(port: port) { descriptor, address, length -> [UInt8]? in
-            guard connect(descriptor, address, length) == 0 else { return nil }
-            var wait = timeval(tv_sec: timeout, tv_usec: 0)
-            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            #if canImport(Glibc)
-            let flags = Int32(MSG_NOSIGNAL)
-            #else
-            var on: Int32 = 1
-            setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size))
-            let flags: Int32 = 0
-            #endif
+        let wait = timeval(tv_sec: timeout, tv_usec: 0)
+        let answer: [UInt8]?? = connected(port: port, receiveTimeout: wait, sendTimeout: wait) { descriptor -> [UInt8]? in
             var sent = 0
             while sent < bytes.count {
                 // The server may answer and close before reading everything (a head over its
                 // limit): what it wrote is still read below.
-                let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, flags) }
+                let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
                 if written < 0 && errno == EINTR { continue }
                 if written <= 0 { break }
                 sent += written
@@ -105,20 +120,9 @@ extension Loopback {
     }
 
     private static func blockingUpload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) -> Upload? {
-        let upload: Upload?? = withSocket(port: port) { descriptor, address, length -> Upload? in
-            guard connect(descriptor, address, length) == 0 else { return nil }
-            // Sends wait at most 10 ms for room; reads never wait.
-            var wait = timeval(tv_sec: 0, tv_usec: 10_000)
-            setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            #if canImport(Glibc)
-            let sendFlags = Int32(MSG_NOSIGNAL)
+        // Sends wait at most 10 ms for room; reads never wait.
+        connected(port: port, receiveTimeout: nil, sendTimeout: timeval(tv_sec: 0, tv_usec: 10_000)) { descriptor -> Upload in
             let readFlags = Int32(MSG_DONTWAIT)
-            #else
-            var on: Int32 = 1
-            setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &on, socklen_t(MemoryLayout<Int32>.size))
-            let sendFlags: Int32 = 0
-            let readFlags = Int32(MSG_DONTWAIT)
-            #endif
             let started = ContinuousClock.now
             var answeredAt: ContinuousClock.Instant?
             var result = Upload()
@@ -145,6 +149,24 @@ extension Loopback {
             if result.ended, let answeredAt { result.endedAfterAnswer = ContinuousClock.now - answeredAt }
             return result
         }
-        return upload ?? nil
+    }
+}
+
+extension Loopback {
+    /// An answer read off a raw connection: its status line and header lines, lower-cased, and
+    /// its body (everything after the head); nil when there is no whole head.
+    public struct Answer: Sendable {
+        public let status: String
+        public let fields: [String]
+        public let body: String
+        public init?(_ bytes: [UInt8]) {
+            let text = String(decoding: bytes, as: UTF8.self)
+            let parts = text.split(separator: "\r\n\r\n", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2 else { return nil }
+            let lines = parts[0].lowercased().split(separator: "\r\n").map(String.init)
+            (status, fields, body) = (lines.first ?? "", Array(lines.dropFirst()), parts[1])
+        }
+        /// The error envelope's `code`, when the body is one.
+        public var code: String? { (try? JSONValue.parse(Array(body.utf8)))?["error"]?["code"]?.stringValue }
     }
 }

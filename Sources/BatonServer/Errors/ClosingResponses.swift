@@ -39,10 +39,7 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         if answered {
-            if case .end = part {
-                readingRequest = false
-                context.close(promise: nil)
-            }
+            if case .end = part { context.close(promise: nil) }
             return
         }
         switch part {

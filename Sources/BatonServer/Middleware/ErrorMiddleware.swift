@@ -62,7 +62,8 @@ public struct ErrorMiddleware: RouterMiddleware {
                 }
                 return .notFound("no such endpoint: \(request.method.rawValue) \(request.uri.path.prefix(200))")
             case .contentTooLarge:
-                return APIError(.contentTooLarge, .bodyTooLarge, "the request body is too large", headers: [.connection: "close"])
+                // Hummingbird's own limit, where it decoded the body itself.
+                return .bodyTooLarge(limit: context.maxUploadSize)
             case .badRequest:
                 return .invalidRequest(error.body ?? "bad request")
             case .unsupportedMediaType:
