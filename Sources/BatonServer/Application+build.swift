@@ -138,9 +138,11 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     return Application(
         router: router,
         // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope); a
-        // response that says `Connection: close` ends its connection (ClosingResponses); an
-        // idle connection is closed after `http.idle.timeout` (BatonConfiguration says when).
-        server: .http1(
+        // request that does not keep its connection is answered with `Connection: close`
+        // (ConnectionPersistence, in BatonHTTP1Channel); a response that says `Connection:
+        // close` ends its connection (ClosingResponses); an idle connection is closed after
+        // `http.idle.timeout` (BatonConfiguration says when).
+        server: .batonHTTP1(
             configuration: .init(
                 additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics), ClosingResponses()],
                 idleTimeout: TimeAmount(environment.configuration.idleTimeout))),

@@ -179,6 +179,44 @@ struct OperationalEndpointTests {
         }
     }
 
+    struct ClosingRequests: CustomTestStringConvertible, Sendable {
+        let testDescription: String
+        let bytes: [UInt8]
+        /// Each answer's `Connection` header, in order (nil: none).
+        let connection: [String?]
+        init(_ what: String, _ requests: [String], connection: [String?]) {
+            (testDescription, bytes, self.connection) = (what, Array(requests.joined().utf8), connection)
+        }
+    }
+
+    @Test(
+        "a request that does not keep its connection is answered with Connection: close, and the connection closes after it",
+        arguments: [
+            ClosingRequests("HTTP/1.0 without keep-alive", ["GET /healthz HTTP/1.0\r\n\r\n"], connection: ["close"]),
+            ClosingRequests("Connection: Close, capitalised", ["GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n"], connection: ["close"]),
+            ClosingRequests("close among other options", ["GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: te, close\r\nTE: trailers\r\n\r\n"], connection: ["close"]),
+            ClosingRequests(
+                "HTTP/1.0 with keep-alive, then without",
+                ["GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "GET /healthz HTTP/1.0\r\n\r\n"],
+                connection: ["keep-alive", "close"]),
+            ClosingRequests(
+                "pipelined: a request, one that closes, and one after it that is not answered",
+                ["GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"],
+                connection: [nil, "close"]),
+        ])
+    func closingRequests(_ requests: ClosingRequests) async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            // Kept open, the exchange gives up after 5 s and returns nil.
+            let answer = try #require(await Loopback.exchange(port: port, sending: requests.bytes, timeout: 5), "the server kept the connection open")
+            let text = String(decoding: answer, as: UTF8.self)
+            let answers = text.components(separatedBy: "HTTP/1.1 ").dropFirst().compactMap { Loopback.Answer(Array(("HTTP/1.1 " + $0).utf8)) }
+            #expect(answers.map(\.status) == requests.connection.map { _ in "http/1.1 200 ok" }, "\(text)")
+            #expect(answers.map { $0.fields.first { $0.hasPrefix("connection: ") }?.dropFirst("connection: ".count).description } == requests.connection, "\(text)")
+        }
+    }
+
     @Test("a body over the limit is 413 body_too_large")
     func bodyLimit() async throws {
         let app = buildApplication(try await TestApplication.environment(configure: { $0.bodyLimit = 2048 }))
