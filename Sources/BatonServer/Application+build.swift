@@ -138,10 +138,11 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
     return Application(
         router: router,
         // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope); a
-        // request that does not keep its connection is answered with `Connection: close`
-        // (ConnectionPersistence, in BatonHTTP1Channel); a response that says `Connection:
-        // close` ends its connection (ClosingResponses); an idle connection is closed after
-        // `http.idle.timeout` (BatonConfiguration says when).
+        // request that does not keep its connection says `Connection: close` in one spelling
+        // (ConnectionPersistence, in BatonHTTP1Channel), and its answer says so too and ends
+        // the connection, as does any response that says `Connection: close`
+        // (ClosingResponses); an idle connection is closed after `http.idle.timeout`
+        // (BatonConfiguration says when).
         server: .batonHTTP1(
             configuration: .init(
                 additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics), ClosingResponses()],

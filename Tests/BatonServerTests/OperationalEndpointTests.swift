@@ -182,38 +182,68 @@ struct OperationalEndpointTests {
     struct ClosingRequests: CustomTestStringConvertible, Sendable {
         let testDescription: String
         let bytes: [UInt8]
-        /// Each answer's `Connection` header, in order (nil: none).
-        let connection: [String?]
-        init(_ what: String, _ requests: [String], connection: [String?]) {
-            (testDescription, bytes, self.connection) = (what, Array(requests.joined().utf8), connection)
+        /// Each answer's status and `Connection` header (nil: none), in order.
+        let answers: [Expected]
+        struct Expected: Equatable, Sendable {
+            let status: Int
+            let connection: String?
+        }
+        init(_ what: String, _ requests: [String], answers: [(Int, String?)]) {
+            (testDescription, bytes) = (what, Array(requests.joined().utf8))
+            self.answers = answers.map { Expected(status: $0.0, connection: $0.1) }
         }
     }
 
     @Test(
-        "a request that does not keep its connection is answered with Connection: close, and the connection closes after it",
+        "a request that does not keep its connection is answered with Connection: close, and the connection is closed after it",
         arguments: [
-            ClosingRequests("HTTP/1.0 without keep-alive", ["GET /healthz HTTP/1.0\r\n\r\n"], connection: ["close"]),
-            ClosingRequests("Connection: Close, capitalised", ["GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n"], connection: ["close"]),
-            ClosingRequests("close among other options", ["GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: te, close\r\nTE: trailers\r\n\r\n"], connection: ["close"]),
+            ClosingRequests("HTTP/1.0 without keep-alive", ["GET /healthz HTTP/1.0\r\n\r\n"], answers: [(200, "close")]),
+            ClosingRequests(
+                "Connection: Close, capitalised", ["GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Close\r\n\r\n"], answers: [(200, "close")]),
+            ClosingRequests(
+                "close among other options", ["GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: te, close\r\nTE: trailers\r\n\r\n"],
+                answers: [(200, "close")]),
             ClosingRequests(
                 "HTTP/1.0 with keep-alive, then without",
                 ["GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "GET /healthz HTTP/1.0\r\n\r\n"],
-                connection: ["keep-alive", "close"]),
+                answers: [(200, "keep-alive"), (200, "close")]),
             ClosingRequests(
                 "pipelined: a request, one that closes, and one after it that is not answered",
-                ["GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"],
-                connection: [nil, "close"]),
+                [
+                    "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                    "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n",
+                ],
+                answers: [(200, nil), (200, "close")]),
+            // Refused before its body is read (this server has no flows: 404); the body is dropped.
+            ClosingRequests(
+                "a POST that closes, refused before its body is read",
+                ["POST /v3/command HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"],
+                answers: [(404, "close")]),
+            // The 413 closes whatever the request asked.
+            ClosingRequests(
+                "HTTP/1.0 with keep-alive and a body over the limit",
+                ["POST /v3/command HTTP/1.0\r\nConnection: keep-alive\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"],
+                answers: [(413, "close")]),
         ])
     func closingRequests(_ requests: ClosingRequests) async throws {
         let app = buildApplication(try await TestApplication.environment())
         try await app.test(.live) { client in
             let port = try #require(client.port)
             // Kept open, the exchange gives up after 5 s and returns nil.
-            let answer = try #require(await Loopback.exchange(port: port, sending: requests.bytes, timeout: 5), "the server kept the connection open")
-            let text = String(decoding: answer, as: UTF8.self)
+            let exchange = try #require(
+                await Loopback.exchangeThenProbe(port: port, sending: requests.bytes, timeout: 5), "the server kept the connection open")
+            let text = String(decoding: exchange.answer, as: UTF8.self)
             let answers = text.components(separatedBy: "HTTP/1.1 ").dropFirst().compactMap { Loopback.Answer(Array(("HTTP/1.1 " + $0).utf8)) }
-            #expect(answers.map(\.status) == requests.connection.map { _ in "http/1.1 200 ok" }, "\(text)")
-            #expect(answers.map { $0.fields.first { $0.hasPrefix("connection: ") }?.dropFirst("connection: ".count).description } == requests.connection, "\(text)")
+            let seen = answers.map { answer in
+                ClosingRequests.Expected(
+                    status: Int(answer.status.split(separator: " ")[1]) ?? 0,
+                    connection: answer.fields.first { $0.hasPrefix("connection: ") }.map { String($0.dropFirst("connection: ".count)) })
+            }
+            #expect(seen == requests.answers, "\(text)")
+            #expect(answers.allSatisfy { answer in answer.fields.contains { $0.hasPrefix("content-length: ") } }, "\(text)")
+            // Closed whole, not only its sending side: a client that does not close on the
+            // server's end of stream must not hold the socket.
+            #expect(exchange.closedWhole, "the server shut its sending side only")
         }
     }
 

@@ -56,16 +56,29 @@ extension Loopback {
     /// thread of its own: the server under test may share the caller's event loop, which a
     /// blocking read would hold.
     public static func exchange(port: Int, sending bytes: [UInt8], halfClose: Bool = false, timeout: Int = 10) async -> [UInt8]? {
+        await exchanged(port: port, sending: bytes, halfClose: halfClose, timeout: timeout, probe: false)?.answer
+    }
+
+    /// As ``exchange(port:sending:halfClose:timeout:)``, and then whether the server closed the
+    /// connection whole, or only its sending side (shutting its output, it still takes bytes and
+    /// keeps the socket): after the server's end of stream the client sends a byte every 50 ms,
+    /// up to ten times; a server that closed answers the first with a reset, and a later send
+    /// fails.
+    public static func exchangeThenProbe(port: Int, sending bytes: [UInt8], timeout: Int = 10) async -> (answer: [UInt8], closedWhole: Bool)? {
+        await exchanged(port: port, sending: bytes, halfClose: false, timeout: timeout, probe: true)
+    }
+
+    private static func exchanged(port: Int, sending bytes: [UInt8], halfClose: Bool, timeout: Int, probe: Bool) async -> (answer: [UInt8], closedWhole: Bool)? {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(returning: blockingExchange(port: port, sending: bytes, halfClose: halfClose, timeout: timeout))
+                continuation.resume(returning: blockingExchange(port: port, sending: bytes, halfClose: halfClose, timeout: timeout, probe: probe))
             }
         }
     }
 
-    private static func blockingExchange(port: Int, sending bytes: [UInt8], halfClose: Bool, timeout: Int) -> [UInt8]? {
+    private static func blockingExchange(port: Int, sending bytes: [UInt8], halfClose: Bool, timeout: Int, probe: Bool) -> (answer: [UInt8], closedWhole: Bool)? {
         let wait = timeval(tv_sec: timeout, tv_usec: 0)
-        let answer: [UInt8]?? = connected(port: port, receiveTimeout: wait, sendTimeout: wait) { descriptor -> [UInt8]? in
+        let answer: (answer: [UInt8], closedWhole: Bool)?? = connected(port: port, receiveTimeout: wait, sendTimeout: wait) { descriptor -> (answer: [UInt8], closedWhole: Bool)? in
             var sent = 0
             while sent < bytes.count {
                 // The server may answer and close before reading everything (a head over its
@@ -88,8 +101,16 @@ extension Loopback {
                 if count < 0 && errno == EINTR { continue }
                 // 0: the server closed (-1 and a reset: closed with bytes unread); -1 and
                 // EAGAIN: it kept the connection open past the timeout.
-                return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? nil : answer
+                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return nil }
+                break
             }
+            guard probe else { return (answer, false) }
+            var byte: UInt8 = 0x20
+            for _ in 0..<10 {
+                if send(descriptor, &byte, 1, sendFlags) < 0 { return (answer, true) }
+                usleep(50_000)
+            }
+            return (answer, false)
         }
         return answer ?? nil
     }

@@ -4,15 +4,18 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
 
-/// Hummingbird's HTTP/1.1 channel with one handler more, in front of the conversion to
-/// `HTTPTypes`: ``ConnectionPersistence``, which needs the request's HTTP version, and that
-/// conversion drops it. Everything else is `HTTP1Channel`'s: its pipeline, its handlers (the
-/// `additionalChannelHandlers` of its configuration included) and its request loop.
+/// Hummingbird's HTTP/1.1 channel with one handler more, ``ConnectionPersistence``, placed
+/// between NIO's HTTP/1 decoder and `HTTP1ToHTTPServerCodec`: it needs the request's HTTP
+/// version, which the conversion to `HTTPTypes` drops. Everything else is `HTTP1Channel`'s: its
+/// pipeline, its handlers (the `additionalChannelHandlers` of its configuration included) and
+/// its request loop.
 struct BatonHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
     let inner: HTTP1Channel
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        // `HTTP1Channel.setup` builds the pipeline on the channel's loop before the channel is
+        // registered, so the handler is in place before the first read.
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
@@ -33,71 +36,39 @@ extension HTTPServerBuilder {
     }
 }
 
-/// Closes the connection after a request that did not ask to keep it, as HTTP/1.1 says
-/// (RFC 9112 §9.3, §9.6), and says so in the answer.
+/// Says in each request's `Connection` header, in the one spelling the handlers after it read,
+/// whether the client keeps the connection after the answer (RFC 9112 §9.3).
 ///
-/// Hummingbird keeps a connection open unless the request's `Connection` header is exactly
-/// `close`, and its answers never say whether the connection stays. So an HTTP/1.0 request
-/// without `Connection: keep-alive` (whose client reads the answer to the connection's end),
-/// `Connection: Close` and `Connection: te, close` all left the connection open until the idle
-/// timeout. Here, before the request's head becomes an `HTTPTypes` request and loses its version:
-/// - a request that does not keep the connection (NIO's `isKeepAlive`: the version's default,
-///   then the header's `close` or `keep-alive` token, in any case) has its `Connection` header
-///   made `close`, which Hummingbird understands: it answers, then stops reading the connection;
-/// - that request's answer says `Connection: close`, and ``ClosingResponses`` then closes the
-///   connection once the request has been read;
-/// - an HTTP/1.0 request that asks to keep the connection has its answer say
-///   `Connection: keep-alive`, which HTTP/1.0 clients look for before they send another request.
-///
-/// Answers go out in the order their requests came (Hummingbird serves a connection's requests
-/// one by one), so the n-th answer's head belongs to the n-th request's head. No request after
-/// one that closes is answered.
-final class ConnectionPersistence: ChannelDuplexHandler, RemovableChannelHandler {
+/// Whether it does depends on the request's version (HTTP/1.1 keeps it, HTTP/1.0 does not),
+/// overridden by the header's `close` or `keep-alive` option, in any case and among other
+/// options (NIO's `isKeepAlive`; `close` wins over `keep-alive`). The version is lost in the
+/// conversion to `HTTPTypes`, and Hummingbird only honours a header that is exactly `close`;
+/// so an HTTP/1.0 request without `keep-alive`, `Connection: Close` and `Connection: te, close`
+/// used to be answered on a connection left open until the idle timeout. Here:
+/// - a request that does not keep the connection gets `Connection: close`: Hummingbird answers
+///   it and stops reading, and ``ClosingResponses`` puts `Connection: close` on the answer and
+///   closes the connection after it;
+/// - an HTTP/1.0 request that keeps it gets `Connection: keep-alive`, and ``ClosingResponses``
+///   says so on the answer: HTTP/1.0 clients look for it before sending another request;
+/// - any other request passes unchanged.
+final class ConnectionPersistence: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
-    typealias OutboundIn = HTTPServerResponsePart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    /// What the answer to a request should say about the connection.
-    private enum Persistence { case keep, keepHTTP10, close }
-
-    /// One entry per request read and not yet answered, in order; once a request closes the
-    /// connection, nothing after it is noted (it will not be answered).
-    private var pending: [Persistence] = []
-    private var closing = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard case .head(var head) = unwrapInboundIn(data), !closing else {
+        guard case .head(var head) = unwrapInboundIn(data) else {
             context.fireChannelRead(data)
             return
         }
-        if head.isKeepAlive {
-            pending.append(head.version.major == 1 && head.version.minor == 0 ? .keepHTTP10 : .keep)
-            context.fireChannelRead(data)
+        if !head.isKeepAlive {
+            head.headers.replaceOrAdd(name: "connection", value: "close")
+        } else if head.version == .http1_0 {
+            head.headers.replaceOrAdd(name: "connection", value: "keep-alive")
         } else {
-            closing = true
-            pending.append(.close)
-            head.headers.replaceOrAdd(name: "connection", value: "close")
-            context.fireChannelRead(wrapInboundOut(.head(head)))
-        }
-    }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        // An informational answer (`100 Continue`) comes before the request's final one.
-        guard case .head(var head) = unwrapOutboundIn(data), head.status.code >= 200, !pending.isEmpty else {
-            context.write(data, promise: promise)
+            context.fireChannelRead(data)
             return
         }
-        switch pending.removeFirst() {
-        case .keep:
-            context.write(data, promise: promise)
-        case .keepHTTP10:
-            if !head.headers.contains(name: "connection") { head.headers.add(name: "connection", value: "keep-alive") }
-            context.write(wrapOutboundOut(.head(head)), promise: promise)
-        case .close:
-            head.headers.replaceOrAdd(name: "connection", value: "close")
-            context.write(wrapOutboundOut(.head(head)), promise: promise)
-        }
+        context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 }
 

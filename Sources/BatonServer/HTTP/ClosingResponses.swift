@@ -2,23 +2,30 @@ import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
 
-/// Ends the connection after a response that says `Connection: close`, as HTTP/1.1 asks of the
-/// server that sends it (RFC 9112 §9.6): Hummingbird closes after a request that asks for it,
-/// not after a response that says so.
+/// Ends the connection after an answer that says `Connection: close`, as HTTP/1.1 asks of the
+/// server that sends it (RFC 9112 §9.6), and says it on the answer to a request that asked to
+/// close. After a request that asks for it, Hummingbird stops reading and shuts only its
+/// sending side (a client that does not close then holds the socket); it neither says so in
+/// its answer nor acts on an answer that says so.
 ///
-/// Baton says so when it will not take the rest of the request: `413 body_too_large` (answered
-/// from the announced length, before the body is read) and Hummingbird's `400` for a request it
-/// cannot parse. Without this, a client that kept sending after its 413 had its whole body read
-/// and dropped, however long, and a request behind it was served.
+/// An answer says `Connection: close` when its request asked for it (``ConnectionPersistence``
+/// has spelled every such request's header `close`; this handler adds it to the answer) and
+/// when Baton will not take the rest of the request: `413 body_too_large` (answered from the
+/// announced length, before the body is read), `408 request_timeout` and Hummingbird's `400`
+/// for a request it cannot parse. Without this, a client that kept sending after its 413 had
+/// its whole body read and dropped, however long, and a request behind it was served. An
+/// HTTP/1.0 request that keeps the connection (its header spelled `keep-alive`) has its answer
+/// say `Connection: keep-alive`, unless the answer closes.
 ///
-/// Once the answer is written: if the request was read to its end, the connection closes at
-/// once. If its body is still arriving, what arrives is dropped (a request behind it included)
-/// and the connection closes when the body ends, or ``linger`` after the answer, whichever comes
-/// first. Closed while input is still arriving, a socket is reset, and a reset can destroy the
-/// answer before the client reads it: the linger gives the client that long to read it. (For
-/// `408 request_timeout` the body's reading has already stopped; the linger only bounds how long
-/// the connection stays.) Parts Hummingbird had already taken in before the answer was written
-/// are beyond reach: a request pipelined behind a body read whole is still served.
+/// Once a closing answer is written: if the request was read to its end, the connection
+/// closes at once. If its body is still arriving, what arrives is dropped (a request behind it
+/// included) and the connection closes when the body ends, or ``linger`` after the answer,
+/// whichever comes first. Closed while input is still arriving, a socket is reset, and a reset
+/// can destroy the answer before the client reads it: the linger gives the client that long to
+/// read it. (For `408 request_timeout` the body's reading has already stopped; the linger only
+/// bounds how long the connection stays.) Parts Hummingbird had already taken in before the
+/// answer was written are beyond reach: a request pipelined behind a body read whole is still
+/// served, unless its predecessor asked to close.
 final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -28,6 +35,10 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
     /// How long a client still sending its body has to read the answer before the close.
     static let linger = TimeAmount.seconds(2)
 
+    /// What each request read and not yet answered asked of the connection, in order (answers
+    /// go out in their requests' order: Hummingbird serves a connection's requests one by one).
+    private var asked: [Connection] = []
+    private enum Connection { case unsaid, close, keepAlive }
     /// The response being written says `Connection: close`.
     private var closingResponse = false
     /// A request's head was read and its end was not yet.
@@ -43,7 +54,15 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         switch part {
-        case .head: readingRequest = true
+        case .head(let request):
+            readingRequest = true
+            let connection: Connection =
+                switch request.headerFields[.connection] {
+                case "close": .close
+                case "keep-alive": .keepAlive
+                default: .unsaid
+                }
+            asked.append(connection)
         case .body: break
         case .end: readingRequest = false
         }
@@ -52,9 +71,20 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(let head):
-            closingResponse = head.headerFields[.connection]?.lowercased() == "close"
-            context.write(data, promise: promise)
+        case .head(var head) where head.status.kind != .informational:
+            // The parser's 400 for a head it could not read answers no request this handler saw.
+            let request = asked.isEmpty ? .unsaid : asked.removeFirst()
+            closingResponse = head.headerFields[.connection]?.lowercased() == "close" || request == .close
+            switch request {
+            case .close where head.headerFields[.connection] != "close":
+                head.headerFields[.connection] = "close"
+            case .keepAlive where head.headerFields[.connection] == nil:
+                head.headerFields[.connection] = "keep-alive"
+            default:
+                context.write(data, promise: promise)
+                return
+            }
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
         case .end where closingResponse:
             closingResponse = false
             let written = promise ?? context.eventLoop.makePromise()
@@ -68,7 +98,7 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
                     self.lingering = context.eventLoop.assumeIsolated().scheduleTask(in: Self.linger) { context.close(promise: nil) }
                 }
             }
-        case .body, .end:
+        case .head, .body, .end:
             context.write(data, promise: promise)
         }
     }
