@@ -141,12 +141,13 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
         // request that does not keep its connection says `Connection: close` in one spelling
         // (ConnectionPersistence, in BatonHTTP1Channel), and its answer says so too and ends
         // the connection, as does any response that says `Connection: close`
-        // (ClosingResponses); an idle connection is closed after `http.idle.timeout`
-        // (BatonConfiguration says when).
+        // (ClosingResponses); `Expect: 100-continue` is answered (ExpectContinue); an idle
+        // connection is closed after `http.idle.timeout` (BatonConfiguration says when).
         server: .batonHTTP1(
             configuration: .init(
                 additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics), ClosingResponses()],
-                idleTimeout: TimeAmount(environment.configuration.idleTimeout))),
+                idleTimeout: TimeAmount(environment.configuration.idleTimeout)),
+            bodyLimit: environment.configuration.bodyLimit),
         configuration: .init(
             address: .hostname(environment.configuration.httpHost, port: environment.configuration.httpPort),
             serverName: "Baton"),

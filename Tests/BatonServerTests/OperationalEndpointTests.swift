@@ -247,6 +247,60 @@ struct OperationalEndpointTests {
         }
     }
 
+    struct Uploads: CustomTestStringConvertible, Sendable {
+        let testDescription: String
+        let head: String
+        let body: String
+        /// `100 Continue` comes before the body is sent.
+        let invited: Bool
+        /// The final answer's status.
+        let status: Int
+        init(_ what: String, _ head: String, body: String = "{}", invited: Bool, status: Int) {
+            (testDescription, self.head, self.body, self.invited, self.status) = (what, head, body, invited, status)
+        }
+    }
+
+    @Test(
+        "Expect: 100-continue is answered 100 Continue before the body is sent, unless the body would be refused or the client is HTTP/1.0",
+        arguments: [
+            Uploads(
+                "a body within the limit",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nConnection: close\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+                invited: true, status: 404),
+            Uploads(
+                "a chunked body, Expect capitalised",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nConnection: close\r\nExpect: 100-Continue\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+                body: "2\r\n{}\r\n0\r\n\r\n", invited: true, status: 404),
+            Uploads(
+                "a body over the limit: 413 at once",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n",
+                invited: false, status: 413),
+            Uploads(
+                "HTTP/1.0",
+                "POST /v3/command HTTP/1.0\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+                invited: false, status: 404),
+            Uploads(
+                "no Expect",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+                invited: false, status: 404),
+        ])
+    func expectContinue(_ upload: Uploads) async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let exchange = try #require(
+                await Loopback.exchangeInTwo(port: port, first: Array(upload.head.utf8), wait: .milliseconds(700), second: Array(upload.body.utf8)))
+            let before = String(decoding: exchange.beforeSecond, as: UTF8.self)
+            let interim = "HTTP/1.1 100 Continue\r\n\r\n"
+            let final = try #require(
+                Loopback.Answer(Array((before.hasPrefix(interim) ? before.dropFirst(interim.count) + String(decoding: exchange.afterSecond, as: UTF8.self) : before + String(decoding: exchange.afterSecond, as: UTF8.self)).utf8)),
+                "\(before)|\(String(decoding: exchange.afterSecond, as: UTF8.self))")
+            #expect(before.hasPrefix(interim) == upload.invited, "before the body: \(before)")
+            #expect(final.status.hasPrefix("http/1.1 \(upload.status) "), "\(final.status)")
+            #expect(final.code != nil, "\(final.body)")
+        }
+    }
+
     @Test("a body over the limit is 413 body_too_large")
     func bodyLimit() async throws {
         let app = buildApplication(try await TestApplication.environment(configure: { $0.bodyLimit = 2048 }))

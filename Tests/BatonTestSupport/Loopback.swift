@@ -191,3 +191,37 @@ extension Loopback {
         public var code: String? { (try? JSONValue.parse(Array(body.utf8)))?["error"]?["code"]?.stringValue }
     }
 }
+
+extension Loopback {
+    /// Sends `first`, reads what the server writes within `wait`, then sends `second` and reads
+    /// until the server closes the connection (or `timeout` seconds pass without a byte): a
+    /// client that waits for an interim answer before sending its body. Nil when no connection
+    /// could be made.
+    public static func exchangeInTwo(port: Int, first: [UInt8], wait: Duration, second: [UInt8], timeout: Int = 5) async -> (
+        beforeSecond: [UInt8], afterSecond: [UInt8]
+    )? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let result = connected(port: port, receiveTimeout: timeval(tv_sec: 0, tv_usec: 50_000), sendTimeout: timeval(tv_sec: timeout, tv_usec: 0)) {
+                    descriptor -> (beforeSecond: [UInt8], afterSecond: [UInt8]) in
+                    var buffer = [UInt8](repeating: 0, count: 65_536)
+                    /// Reads until `deadline`, or until the server closes (`untilClosed`).
+                    func read(until deadline: ContinuousClock.Instant, untilClosed: Bool) -> [UInt8] {
+                        var bytes: [UInt8] = []
+                        while ContinuousClock.now < deadline {
+                            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                            if count > 0 { bytes += buffer[..<count]; continue }
+                            if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { break }
+                        }
+                        return bytes
+                    }
+                    _ = first.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
+                    let before = read(until: .now + wait, untilClosed: false)
+                    _ = second.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
+                    return (before, read(until: .now + .seconds(timeout), untilClosed: true))
+                }
+                continuation.resume(returning: result)
+            }
+        }
+    }
+}

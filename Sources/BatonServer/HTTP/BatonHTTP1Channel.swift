@@ -4,14 +4,16 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
 
-/// Hummingbird's HTTP/1.1 channel with one handler more, ``ConnectionPersistence``, placed
-/// between NIO's HTTP/1 decoder and `HTTP1ToHTTPServerCodec`: it needs the request's HTTP
-/// version, which the conversion to `HTTPTypes` drops. Everything else is `HTTP1Channel`'s: its
+/// Hummingbird's HTTP/1.1 channel with two handlers more, ``ConnectionPersistence`` and
+/// ``ExpectContinue``, placed between NIO's HTTP/1 decoder and `HTTP1ToHTTPServerCodec`: they
+/// need the request's HTTP version, which the conversion to `HTTPTypes` drops. Everything else is `HTTP1Channel`'s: its
 /// pipeline, its handlers (the `additionalChannelHandlers` of its configuration included) and
 /// its request loop.
 struct BatonHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
     let inner: HTTP1Channel
+    /// The request body limit (`http.body.limit`): a body announced over it gets no `100 Continue`.
+    let bodyLimit: Int
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // `HTTP1Channel.setup` builds the pipeline on the channel's loop before the channel is
@@ -19,7 +21,7 @@ struct BatonHTTP1Channel: ServerChildChannel {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandler(ConnectionPersistence(), position: .before(codec))
+            try pipeline.addHandlers([ConnectionPersistence(), ExpectContinue(bodyLimit: bodyLimit)], position: .before(codec))
             return value
         }
     }
@@ -30,9 +32,11 @@ struct BatonHTTP1Channel: ServerChildChannel {
 }
 
 extension HTTPServerBuilder {
-    /// HTTP/1.1 as `.http1(configuration:)` serves it, with ``BatonHTTP1Channel``'s handler.
-    static func batonHTTP1(configuration: HTTP1Channel.Configuration) -> HTTPServerBuilder {
-        .init { responder in BatonHTTP1Channel(inner: HTTP1Channel(responder: responder, configuration: configuration)) }
+    /// HTTP/1.1 as `.http1(configuration:)` serves it, with ``BatonHTTP1Channel``'s handlers.
+    static func batonHTTP1(configuration: HTTP1Channel.Configuration, bodyLimit: Int) -> HTTPServerBuilder {
+        .init { responder in
+            BatonHTTP1Channel(inner: HTTP1Channel(responder: responder, configuration: configuration), bodyLimit: bodyLimit)
+        }
     }
 }
 
@@ -74,3 +78,55 @@ final class ConnectionPersistence: ChannelInboundHandler, RemovableChannelHandle
 
 @available(*, unavailable)
 extension ConnectionPersistence: Sendable {}
+
+/// Answers `Expect: 100-continue` with `100 Continue` as soon as the head is read (RFC 9110
+/// §10.1.1), so that a client waiting for it sends its body at once. Hummingbird never sends
+/// it: curl, for one, waited a second (its own timeout) before every such upload.
+///
+/// Not sent to an HTTP/1.0 request (RFC 9110 §15.2), nor for a request without a body, nor
+/// for a body announced over the limit: that request is answered `413` at once, without being
+/// invited to send. Nor while an earlier request on the connection is still being answered:
+/// the interim answer would land inside that answer's bytes (a client pipelining behind an
+/// upload is rare; it falls back to its own timeout).
+final class ExpectContinue: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let bodyLimit: Int
+    /// Requests whose head was read and whose answer has not ended.
+    private var unanswered = 0
+
+    init(bodyLimit: Int) {
+        self.bodyLimit = bodyLimit
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = unwrapInboundIn(data) {
+            if unanswered == 0, Self.invitesBody(head, limit: bodyLimit) {
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
+            }
+            unanswered += 1
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        context.write(data, promise: promise)
+    }
+
+    /// Whether `head` asks to be invited to send a body this server would take.
+    static func invitesBody(_ head: HTTPRequestHead, limit: Int) -> Bool {
+        guard head.version.major > 1 || (head.version.major == 1 && head.version.minor >= 1),
+            head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" })
+        else { return false }
+        if head.headers["transfer-encoding"].contains(where: { !$0.isEmpty }) { return true }
+        guard let length = head.headers.first(name: "content-length").flatMap({ Int($0) }) else { return false }
+        return length > 0 && length <= limit
+    }
+}
+
+@available(*, unavailable)
+extension ExpectContinue: Sendable {}
