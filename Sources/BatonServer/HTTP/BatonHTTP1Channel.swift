@@ -6,9 +6,9 @@ import NIOHTTPTypesHTTP1
 
 /// Hummingbird's HTTP/1.1 channel with two handlers more, ``ConnectionPersistence`` and
 /// ``ExpectContinue``, placed between NIO's HTTP/1 decoder and `HTTP1ToHTTPServerCodec`: they
-/// need the request's HTTP version, which the conversion to `HTTPTypes` drops. Everything else is `HTTP1Channel`'s: its
-/// pipeline, its handlers (the `additionalChannelHandlers` of its configuration included) and
-/// its request loop.
+/// need the request's HTTP version, which the conversion to `HTTPTypes` drops. Everything else
+/// is `HTTP1Channel`'s: its pipeline, its handlers (the `additionalChannelHandlers` of its
+/// configuration included) and its request loop.
 struct BatonHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
     let inner: HTTP1Channel
@@ -17,7 +17,7 @@ struct BatonHTTP1Channel: ServerChildChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // `HTTP1Channel.setup` builds the pipeline on the channel's loop before the channel is
-        // registered, so the handler is in place before the first read.
+        // registered, so the handlers are in place before the first read.
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
