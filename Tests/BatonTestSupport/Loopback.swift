@@ -46,6 +46,14 @@ public enum Loopback {
         }
         return result ?? nil
     }
+
+    /// Runs `body` on a thread of its own and returns its result: the server under test may
+    /// share the caller's event loop, which a blocking socket call would hold.
+    static func offThread<R: Sendable>(_ body: @escaping @Sendable () -> R) async -> R {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
 }
 
 extension Loopback {
@@ -69,11 +77,7 @@ extension Loopback {
     }
 
     private static func exchanged(port: Int, sending bytes: [UInt8], halfClose: Bool, timeout: Int, probe: Bool) async -> (answer: [UInt8], closedWhole: Bool)? {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(returning: blockingExchange(port: port, sending: bytes, halfClose: halfClose, timeout: timeout, probe: probe))
-            }
-        }
+        await offThread { blockingExchange(port: port, sending: bytes, halfClose: halfClose, timeout: timeout, probe: probe) }
     }
 
     private static func blockingExchange(port: Int, sending bytes: [UInt8], halfClose: Bool, timeout: Int, probe: Bool) -> (answer: [UInt8], closedWhole: Bool)? {
@@ -133,11 +137,7 @@ extension Loopback {
     /// large to be taken, that goes on sending after the answer. Nil when no connection could
     /// be made.
     public static func upload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) async -> Upload? {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(returning: blockingUpload(port: port, head: head, chunk: chunk, seconds: seconds))
-            }
-        }
+        await offThread { blockingUpload(port: port, head: head, chunk: chunk, seconds: seconds) }
     }
 
     private static func blockingUpload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) -> Upload? {
@@ -189,38 +189,49 @@ extension Loopback {
         }
         /// The error envelope's `code`, when the body is one.
         public var code: String? { (try? JSONValue.parse(Array(body.utf8)))?["error"]?["code"]?.stringValue }
+        /// The status code (`413`), 0 when the status line has none.
+        public var statusCode: Int { status.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0 }
+        /// The value of the `name` header (lower-cased), when there is one.
+        public func field(_ name: String) -> String? {
+            fields.first { $0.hasPrefix(name + ": ") }.map { String($0.dropFirst(name.count + 2)) }
+        }
+        /// Every answer in `bytes`, in order: pipelined requests' answers, one after another,
+        /// split where a status line starts (no body these tests read holds `HTTP/1.1 `). An
+        /// answer cut off in its head still counts, with the lines it has and no body.
+        public static func all(_ bytes: [UInt8]) -> [Answer] {
+            String(decoding: bytes, as: UTF8.self).components(separatedBy: "HTTP/1.1 ").dropFirst().compactMap { part in
+                Answer(Array(("HTTP/1.1 " + part + (part.contains("\r\n\r\n") ? "" : "\r\n\r\n")).utf8))
+            }
+        }
     }
 }
 
 extension Loopback {
     /// Sends `first`, reads what the server writes within `wait`, then sends `second` and reads
-    /// until the server closes the connection (or `timeout` seconds pass without a byte): a
+    /// until the server closes the connection (or `timeout` seconds pass): a
     /// client that waits for an interim answer before sending its body. Nil when no connection
     /// could be made.
     public static func exchangeInTwo(port: Int, first: [UInt8], wait: Duration, second: [UInt8], timeout: Int = 5) async -> (
         beforeSecond: [UInt8], afterSecond: [UInt8]
     )? {
-        await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                let result = connected(port: port, receiveTimeout: timeval(tv_sec: 0, tv_usec: 50_000), sendTimeout: timeval(tv_sec: timeout, tv_usec: 0)) {
-                    descriptor -> (beforeSecond: [UInt8], afterSecond: [UInt8]) in
-                    var buffer = [UInt8](repeating: 0, count: 65_536)
-                    /// Reads until `deadline`, or until the server closes (`untilClosed`).
-                    func read(until deadline: ContinuousClock.Instant, untilClosed: Bool) -> [UInt8] {
-                        var bytes: [UInt8] = []
-                        while ContinuousClock.now < deadline {
-                            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-                            if count > 0 { bytes += buffer[..<count]; continue }
-                            if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { break }
-                        }
-                        return bytes
+        await offThread {
+            // Reads give up after 50 ms, so that each phase ends on time.
+            connected(port: port, receiveTimeout: timeval(tv_sec: 0, tv_usec: 50_000), sendTimeout: timeval(tv_sec: timeout, tv_usec: 0)) { descriptor in
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                /// What the server writes until `deadline`, or until it closes.
+                func read(until deadline: ContinuousClock.Instant) -> [UInt8] {
+                    var bytes: [UInt8] = []
+                    while ContinuousClock.now < deadline {
+                        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                        if count > 0 { bytes += buffer[..<count]; continue }
+                        if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) { break }
                     }
-                    _ = first.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
-                    let before = read(until: .now + wait, untilClosed: false)
-                    _ = second.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
-                    return (before, read(until: .now + .seconds(timeout), untilClosed: true))
+                    return bytes
                 }
-                continuation.resume(returning: result)
+                _ = first.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
+                let before = read(until: .now + wait)
+                _ = second.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
+                return (beforeSecond: before, afterSecond: read(until: .now + .seconds(timeout)))
             }
         }
     }

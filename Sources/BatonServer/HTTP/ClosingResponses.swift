@@ -13,8 +13,9 @@ import NIOHTTPTypes
 /// when Baton will not take the rest of the request: `413 body_too_large` (answered from the
 /// announced length, before the body is read), `408 request_timeout` and Hummingbird's `400`
 /// for a request it cannot parse. Without this, a client that kept sending after its 413 had
-/// its whole body read and dropped, however long, and a request behind it was served. An
-/// HTTP/1.0 request that keeps the connection (its header spelled `keep-alive`) has its answer
+/// its whole body read and dropped, however long, and a request behind it was served. A
+/// request whose header is `keep-alive` (every HTTP/1.0 request that keeps the connection,
+/// spelled so by ``ConnectionPersistence``, and an HTTP/1.1 one that says it) has its answer
 /// say `Connection: keep-alive`, unless the answer closes.
 ///
 /// Once a closing answer is written: if the request was read to its end, the connection
