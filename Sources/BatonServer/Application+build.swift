@@ -65,7 +65,10 @@ public enum BatonVersion {
 
 /// Builds the HTTP application: middleware, routes, services.
 public func buildApplication(_ environment: BatonEnvironment) -> some ApplicationProtocol {
-    let router = Router(context: BatonRequestContext.self)
+    // Every GET route answers HEAD too (RFC 9110 §9.1: load balancers' health checks and `curl
+    // -I` send it): the GET's handler runs and its headers, Content-Length included, go out
+    // without the body.
+    let router = Router(context: BatonRequestContext.self, options: .autoGenerateHeadEndpoints)
     let catalog = environment.routes
     // Outermost first: every response carries a request id, is counted, and errors become
     // envelopes before they are counted.

@@ -239,6 +239,23 @@ struct ExactlyOnceTests {
             #expect(other.headers[.eTag] != one.headers[.eTag], "another subject's payloads differ in more than nonces")
         }
     }
+
+    @Test("HEAD of a screen answers as its GET does, with the same ETag and length, without the body")
+    func headOfScreen() async throws {
+        let environment = try await environment()
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("dave")
+            let get = try await client.execute(uri: "/v3/screens/home", method: .get, headers: headers)
+            let head = try await client.execute(uri: "/v3/screens/home", method: .head, headers: headers)
+            #expect(head.status == .ok)
+            #expect(head.headers[.eTag] == get.headers[.eTag])
+            #expect(head.headers[.contentLength] == String(get.body.readableBytes))
+            #expect(head.body.readableBytes == 0)
+            var conditional = headers
+            conditional[.ifNoneMatch] = try #require(get.headers[.eTag])
+            #expect(try await client.execute(uri: "/v3/screens/home", method: .head, headers: conditional).status == .notModified)
+        }
+    }
 }
 
 @Suite("Errors from every entry point map to 4xx in one place")

@@ -84,12 +84,36 @@ struct OperationalEndpointTests {
             try await client.execute(uri: "/metrics", method: .delete) { response in
                 #expect(response.status == .methodNotAllowed)
                 #expect(response.json["error"]?["code"] == "method_not_allowed")
-                #expect(response.headers[.allow] == "GET")
+                #expect(response.headers[.allow] == "GET, HEAD")
             }
             try await client.execute(uri: "/diagnostics/probe/abc", method: .get) { response in
                 #expect(response.status == .methodNotAllowed)
                 #expect(response.headers[.allow] == "POST")
             }
+        }
+    }
+
+    @Test("HEAD is answered as GET is, with the same Content-Length and no body, on a connection that stays usable")
+    func headAnswersAsGet() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            // Pipelined: a HEAD answer that carried its body would put that body where the next
+            // status line must be.
+            let requests = [
+                "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+                "HEAD /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD /diagnostics/probe/abc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            ]
+            let bytes = try #require(await Loopback.exchange(port: port, sending: Array(requests.joined().utf8), timeout: 5))
+            let text = String(decoding: bytes, as: UTF8.self)
+            let answers = Loopback.Answer.all(bytes)
+            #expect(answers.map(\.statusCode) == [200, 200, 200, 405], "\(text)")
+            guard answers.count == 4 else { return }
+            #expect(answers[0].body.isEmpty && answers[2].body.isEmpty && answers[3].body.isEmpty, "\(text)")
+            #expect(answers[0].field("content-length") == answers[1].field("content-length"))
+            #expect(answers[0].field("content-type") == answers[1].field("content-type"))
+            #expect(Int(answers[2].field("content-length") ?? "") ?? 0 > 1000, "the document's length, as its GET would send")
+            #expect(answers[3].field("allow") == "post", "fields are read lower-cased")
         }
     }
 

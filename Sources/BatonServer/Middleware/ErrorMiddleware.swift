@@ -106,13 +106,15 @@ public final class RouteCatalog: Sendable {
         entries.withLock { $0.map { ($0.method, "/" + $0.segments.joined(separator: "/")) } }
     }
 
-    /// The methods registered for a concrete path.
+    /// The methods a concrete path answers: those registered for it, and HEAD wherever GET is
+    /// (the router answers it with the GET's handler).
     public func methods(forPath path: String) -> Set<HTTPRequest.Method> {
         let parts = path.split(separator: "/")
         var methods = Set<HTTPRequest.Method>()
         for entry in entries.withLock({ $0 }) where entry.segments.count == parts.count {
             if zip(entry.segments, parts).allSatisfy({ $0.hasPrefix(":") || $0 == $1 }) { methods.insert(entry.method) }
         }
+        if methods.contains(.get) { methods.insert(.head) }
         return methods
     }
 }
