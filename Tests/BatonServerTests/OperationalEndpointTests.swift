@@ -93,6 +93,30 @@ struct OperationalEndpointTests {
         }
     }
 
+    @Test("a body with a Content-Encoding is refused 415 naming it, not read as JSON")
+    func contentEncodingRefused() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.router) { client in
+            for coding in ["gzip", "br", "identity, gzip", "GZIP"] {
+                try await client.execute(
+                    uri: "/diagnostics/probe/abc", method: .post, headers: [.contentEncoding: coding, .contentType: "application/json"],
+                    body: ByteBuffer(string: "{}")
+                ) { response in
+                    #expect(response.status == .unsupportedMediaType, "\(coding)")
+                    #expect(response.json["error"]?["code"] == "unsupported_media_type")
+                    #expect(response.json["error"]?["message"]?.stringValue?.contains(coding) == true)
+                    #expect(response.headers[.acceptEncoding] == "identity")
+                }
+            }
+            for coding in ["identity", " Identity ", ""] {
+                try await client.execute(uri: "/diagnostics/probe/abc", method: .post, headers: [.contentEncoding: coding]) { response in
+                    // Through to the probe, which knows no subject "abc".
+                    #expect(response.status == .notFound, "\(coding)")
+                }
+            }
+        }
+    }
+
     @Test("HEAD is answered as GET is, with the same Content-Length and no body, on a connection that stays usable")
     func headAnswersAsGet() async throws {
         let app = buildApplication(try await TestApplication.environment())
