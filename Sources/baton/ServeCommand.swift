@@ -58,6 +58,11 @@ struct ServeCommand: AsyncParsableCommand {
             try DevelopmentSecrets.check(configuration)
         } catch { fail("\(error)") }
         let logger = bootstrapLogging(configuration)
+        if let raised = ProcessResources.raiseFileDescriptorLimit() {
+            logger.info(
+                "open file limit raised to the hard limit",
+                metadata: ["from": .stringConvertible(raised.from), "to": .stringConvertible(raised.to)])
+        }
 
         let metrics = BatonMetrics()
         let buckets = ClientBuckets()

@@ -252,7 +252,8 @@ struct ExactlyOnceTests {
             #expect(head.headers[.contentLength] == String(get.body.readableBytes))
             #expect(head.body.readableBytes == 0)
             var conditional = headers
-            conditional[.ifNoneMatch] = try #require(get.headers[.eTag])
+            let etag: String = try #require(get.headers[.eTag])
+            conditional[.ifNoneMatch] = etag
             #expect(try await client.execute(uri: "/v3/screens/home", method: .head, headers: conditional).status == .notModified)
         }
     }

@@ -34,6 +34,56 @@ struct MetricsEndpointTests {
         }
     }
 
+    @Test("/metrics exposes the standard process series, and they agree with what the kernel says of the process")
+    func processSeries() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.router) { client in
+            func scrape() async throws -> [String: Double] {
+                let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                var values: [String: Double] = [:]
+                for line in text.split(separator: "\n") where line.hasPrefix("process_") {
+                    let parts = line.split(separator: " ")
+                    if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+                }
+                return values
+            }
+            let cpuBefore = ProcessResources.current().cpuSeconds
+            let first = try await scrape()
+            let cpuAfter = ProcessResources.current().cpuSeconds
+            let cpu = try #require(first["process_cpu_seconds_total"], "\(first)")
+            #expect(cpu >= cpuBefore && cpu <= cpuAfter, "\(cpuBefore) ≤ \(cpu) ≤ \(cpuAfter)")
+            let open = try #require(first["process_open_fds"], "\(first)")
+            let limit = try #require(first["process_max_fds"], "\(first)")
+            #expect(open >= 3 && open <= limit)
+            #expect(limit == Double(ProcessResources.descriptorLimits.soft))
+            let start = try #require(first["process_start_time_seconds"], "\(first)")
+            let now = Date().timeIntervalSince1970
+            #expect(start <= now && start > now - 86_400, "started \(now - start) s ago")
+            #if os(Linux)
+            // The kernel's own figures, read the way `ps` reads them.
+            let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+            func kilobytes(_ field: String) -> Double? {
+                status.split(separator: "\n").first { $0.hasPrefix(field + ":") }
+                    .flatMap { $0.split(separator: " ").dropFirst().first.flatMap { Double($0) } }
+            }
+            let resident = try #require(first["process_resident_memory_bytes"], "\(first)")
+            let vmRSS = try #require(kilobytes("VmRSS")) * 1024
+            #expect(abs(resident - vmRSS) < vmRSS * 0.3, "resident \(resident), VmRSS \(vmRSS)")
+            let virtual = try #require(first["process_virtual_memory_bytes"], "\(first)")
+            #expect(virtual >= resident)
+            let listed = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+            #expect(abs(open - Double(listed)) <= max(64, Double(listed) / 2), "open \(open), listed \(listed)")
+            #endif
+
+            // The CPU counter moves forward with the process's CPU time.
+            var spin = 0.0
+            let until = ProcessResources.current().cpuSeconds + 0.05
+            while ProcessResources.current().cpuSeconds < until { spin += 1 }
+            let second = try await scrape()
+            #expect(try #require(second["process_cpu_seconds_total"]) >= cpu + 0.05, "spun \(spin) times")
+        }
+    }
+
     @Test("promtool check metrics passes on /metrics")
     func promtool() async throws {
         guard let promtool = ExternalTool.find("promtool") else {

@@ -1,4 +1,5 @@
 import BatonJSON
+import BatonServer
 import BatonTestSupport
 import Foundation
 import Testing
@@ -7,12 +8,19 @@ import Testing
 struct ProcessLifecycleTests {
     @Test("serve starts an embedded cluster, answers, and on SIGTERM finishes in-flight requests, stops the cluster and exits 0")
     func serveAndTerminate() async throws {
-        let baton = try BatonProcess(arguments: ["serve", "--log-format", "json"], environment: ["BATON_DIAGNOSTICS": "true"])
+        // Started under a low soft limit on open files, as systemd's 1 024 would be.
+        let baton = try BatonProcess(
+            arguments: ["serve", "--log-format", "json"], environment: ["BATON_DIAGNOSTICS": "true"], openFileLimit: 256)
         try await baton.waitUntilReady()
 
         #expect(try await baton.get("/healthz").status == .ok)
         let metrics = try await baton.get("/metrics")
         #expect(metrics.body.contains("baton_build_info"))
+        // It raised the soft limit to the hard one (which the shell did not lower), and says so.
+        let raised = ProcessResources.raisedDescriptorLimit(soft: 256, hard: ProcessResources.descriptorLimits.hard) ?? 256
+        let maxFDs = metrics.body.split(separator: "\n").first { $0.hasPrefix("process_max_fds ") }
+        #expect(maxFDs.flatMap { Double($0.dropFirst("process_max_fds ".count)) } == Double(raised), "\(maxFDs ?? "no process_max_fds")")
+        if raised > 256 { #expect(baton.log.contains("open file limit raised"), "\(baton.log)") }
         let openAPI = try await baton.get("/openapi.json")
         #expect(try JSONValue.parse(Array(openAPI.body.utf8))["openapi"] == "3.1.0")
 

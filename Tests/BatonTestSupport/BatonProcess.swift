@@ -22,8 +22,12 @@ public final class BatonProcess: @unchecked Sendable {
         return nil
     }
 
-    /// Starts `baton <arguments>` with an embedded cluster in a fresh directory.
-    public init(arguments: [String], environment: [String: String] = [:], reusing directory: URL? = nil) throws {
+    /// Starts `baton <arguments>` with an embedded cluster in a fresh directory; with
+    /// `openFileLimit`, under that soft limit on open files (set by a shell that then `exec`s
+    /// baton, so the process is still baton's).
+    public init(
+        arguments: [String], environment: [String: String] = [:], reusing directory: URL? = nil, openFileLimit: Int? = nil
+    ) throws {
         guard let executable = Self.executable else {
             throw TestFailure("the baton executable is not built; run `swift build` (scripts/test.sh does) before the tests")
         }
@@ -33,9 +37,15 @@ public final class BatonProcess: @unchecked Sendable {
         chmod(dataDirectory.path, 0o755)
         logFile = dataDirectory.appendingPathComponent("baton-\(UUID().uuidString.prefix(6)).log")
         guard FileManager.default.createFile(atPath: logFile.path, contents: nil) else { throw TestFailure("cannot create \(logFile.path)") }
-        process.executableURL = executable
         let serves = arguments.first == "serve"
-        process.arguments = arguments + ["--data-dir", dataDirectory.path] + (serves ? ["--port", String(port)] : [])
+        let batonArguments = arguments + ["--data-dir", dataDirectory.path] + (serves ? ["--port", String(port)] : [])
+        if let openFileLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", #"ulimit -Sn \#(openFileLimit) && exec "$0" "$@""#, executable.path] + batonArguments
+        } else {
+            process.executableURL = executable
+            process.arguments = batonArguments
+        }
         var env = ProcessInfo.processInfo.environment
         env["DATABASE_URL"] = nil
         for (key, value) in environment { env[key] = value }

@@ -18,6 +18,8 @@ public final class BatonMetrics: Sendable {
     private let loopSnapshot = Mutex<[String: Duration]>([:])
     private let loadedFlows = Mutex<[Gauge]>([])
     private let releaseGauges = Mutex<[Gauge]>([])
+    /// The process's CPU seconds at the last scrape.
+    private let processCPU = Mutex<Double>(0)
 
     /// The daily per-app-version rollup in PostgreSQL, fed alongside the contract counters.
     public let contractHealth: ContractHealthRollup
@@ -60,6 +62,13 @@ public final class BatonMetrics: Sendable {
         static var serviceDuration: Family { Family(namespace: "baton", metricName: "service_call_duration", unitName: "seconds", helpText: "Time of one service call, every attempt and backoff included, by service.") }
         static var circuitOpen: Family { Family(namespace: "baton", metricName: "service_circuit", unitName: "open", helpText: "1 while the service's circuit breaker is open (calls fail fast as circuit_open), else 0; by service.") }
         static var buildInfo: Family { Family(namespace: "baton", metricName: "build", unitName: "info", helpText: "Always 1; the labels name the running build.") }
+        // The standard process collector's names (no `baton_` prefix), which generic dashboards read.
+        static var processCPU: Family { Family(namespace: "process", metricName: "cpu_seconds", unitName: "total", helpText: "Total user and system CPU time spent in seconds.") }
+        static var processResident: Family { Family(namespace: "process", metricName: "resident_memory", unitName: "bytes", helpText: "Resident memory size in bytes.") }
+        static var processVirtual: Family { Family(namespace: "process", metricName: "virtual_memory", unitName: "bytes", helpText: "Virtual memory size in bytes.") }
+        static var processOpenFDs: Family { Family(namespace: "process", metricName: "open", unitName: "fds", helpText: "Number of open file descriptors (client and database connections included).") }
+        static var processMaxFDs: Family { Family(namespace: "process", metricName: "max", unitName: "fds", helpText: "Maximum number of open file descriptors (the soft limit; Baton raises it to the hard limit at start).") }
+        static var processStart: Family { Family(namespace: "process", metricName: "start_time", unitName: "seconds", helpText: "Start time of the process since unix epoch in seconds.") }
     }
 
     static let latencyBuckets: [Duration] = [
@@ -300,6 +309,24 @@ public final class BatonMetrics: Sendable {
     /// Counts an attempt to serve another bundle.
     public func recordReload(ok: Bool) {
         registry.makeCounter(descriptor: Families.reloads, labels: [("result", ok ? "ok" : "failed")]).increment()
+    }
+
+    // MARK: - Process
+
+    /// Copies what the process uses into the standard process series (called when `/metrics`
+    /// is scraped). CPU time is a counter: it moves by the difference since the last scrape.
+    public func updateProcess(_ resources: ProcessResources = .current()) {
+        func gauge(_ family: Family) -> Gauge { registry.makeGauge(descriptor: family) }
+        let before = processCPU.withLock { last in
+            defer { last = max(last, resources.cpuSeconds) }
+            return last
+        }
+        if resources.cpuSeconds > before { registry.makeCounter(descriptor: Families.processCPU).increment(by: resources.cpuSeconds - before) }
+        if let resident = resources.residentBytes { gauge(Families.processResident).set(to: resident) }
+        if let virtual = resources.virtualBytes { gauge(Families.processVirtual).set(to: virtual) }
+        if let open = resources.openFileDescriptors { gauge(Families.processOpenFDs).set(to: Double(open)) }
+        if let limit = resources.maxFileDescriptors { gauge(Families.processMaxFDs).set(to: Double(limit)) }
+        gauge(Families.processStart).set(to: resources.startTime)
     }
 
     // MARK: - Build

@@ -10,6 +10,7 @@ struct MetricsController: Sendable {
         router.on(.get, "/metrics", catalog: catalog) { _, _ in
             metrics.updatePool(pool.statistics, maxConnections: pool.configuration.maxConnections)
             metrics.updateDatabaseLoops(PostgresEventLoop.usage)
+            metrics.updateProcess()
             return Response(
                 status: .ok,
                 headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
