@@ -63,8 +63,11 @@ public enum BatonVersion {
     public static let current = "0.1.0"
 }
 
-/// Builds the HTTP application: middleware, routes, services.
-public func buildApplication(_ environment: BatonEnvironment) -> some ApplicationProtocol {
+/// Builds the HTTP application: middleware, routes, services. `onServerRunning` is called once
+/// the server listens, with its channel (whose `localAddress` is the address bound).
+public func buildApplication(
+    _ environment: BatonEnvironment, onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+) -> some ApplicationProtocol {
     // Every GET route answers HEAD too (RFC 9110 §9.1: load balancers' health checks and `curl
     // -I` send it): the GET's handler runs and its headers, Content-Length included, go out
     // without the body.
@@ -155,5 +158,6 @@ public func buildApplication(_ environment: BatonEnvironment) -> some Applicatio
             address: .hostname(environment.configuration.httpHost, port: environment.configuration.httpPort),
             serverName: "Baton"),
         services: services,
+        onServerRunning: onServerRunning,
         logger: environment.logger)
 }

@@ -147,19 +147,29 @@ struct ServeCommand: AsyncParsableCommand {
         }
         logger.info("flows loaded", metadata: ["flows": .string(bundle.flows.keys.sorted().joined(separator: ","))])
 
+        let (host, port) = (configuration.httpHost, configuration.httpPort)
         let app = buildApplication(
             BatonEnvironment(
                 configuration: configuration, pool: pool, migrator: migrator, metrics: metrics, logger: logger,
                 services: [DatabaseService(pool: pool, embedded: database.embedded, logger: logger)],
                 runtime: runtime, authenticator: authenticator, contract: definitions.contract, allowlist: definitions.allowlist,
-                buckets: buckets, flowCatalog: registry.catalog))
-        logger.info(
-            "listening",
-            metadata: [
-                "address": .string("http://\(configuration.httpHost):\(configuration.httpPort)"),
-                "executor": .string(EventLoopGlobalExecutor.mode.rawValue),
-            ])
-        try await app.runService()
+                buckets: buckets, flowCatalog: registry.catalog)
+        ) { _ in
+            // Once bound: a port another process holds must not be logged as listened on.
+            logger.info(
+                "listening",
+                metadata: [
+                    "address": .string("http://\(host):\(port)"),
+                    "executor": .string(EventLoopGlobalExecutor.mode.rawValue),
+                ])
+        }
+        do {
+            try await app.runService()
+        } catch {
+            // The services (the embedded cluster among them) have stopped by now.
+            if let message = ListenFailure.describe(error, host: host, port: port) { fail(message) }
+            throw error
+        }
     }
 }
 

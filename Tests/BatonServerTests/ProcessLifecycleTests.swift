@@ -75,6 +75,20 @@ struct ProcessLifecycleTests {
         try? FileManager.default.removeItem(at: first.dataDirectory)
     }
 
+    @Test("serve on a port another process holds says so plainly, never that it listens, stops its cluster and exits 1")
+    func portInUse() async throws {
+        try await Loopback.holdingPort { port in
+            let baton = try BatonProcess(arguments: ["serve", "--log-format", "json"], port: port)
+            let status = try await baton.stop(signal: 0, timeout: .seconds(90))
+            #expect(status == 1, "log:\n\(baton.log)")
+            #expect(baton.log.contains("error: cannot listen on 127.0.0.1:\(port): the port is in use"), "log:\n\(baton.log)")
+            #expect(!baton.log.contains(#""msg":"listening""#), "log:\n\(baton.log)")
+            let pidFile = baton.dataDirectory.appendingPathComponent("postgres/data/postmaster.pid")
+            #expect(!FileManager.default.fileExists(atPath: pidFile.path), "the embedded cluster is still running")
+            try? FileManager.default.removeItem(at: baton.dataDirectory)
+        }
+    }
+
     @Test("bad configuration is reported plainly with a non-zero exit, before anything starts")
     func badConfiguration() async throws {
         let baton = try BatonProcess(arguments: ["serve", "--log-level", "loud"])

@@ -22,23 +22,24 @@ public final class BatonProcess: @unchecked Sendable {
         return nil
     }
 
-    /// Starts `baton <arguments>` with an embedded cluster in a fresh directory; with
-    /// `openFileLimit`, under that soft limit on open files (set by a shell that then `exec`s
-    /// baton, so the process is still baton's).
+    /// Starts `baton <arguments>` with an embedded cluster in a fresh directory, serving on
+    /// `port` (else a free one); with `openFileLimit`, under that soft limit on open files (set
+    /// by a shell that then `exec`s baton, so the process is still baton's).
     public init(
-        arguments: [String], environment: [String: String] = [:], reusing directory: URL? = nil, openFileLimit: Int? = nil
+        arguments: [String], environment: [String: String] = [:], reusing directory: URL? = nil, port: Int? = nil,
+        openFileLimit: Int? = nil
     ) throws {
         guard let executable = Self.executable else {
             throw TestFailure("the baton executable is not built; run `swift build` (scripts/test.sh does) before the tests")
         }
-        port = try FreePort.find()
+        self.port = try port ?? FreePort.find()
         dataDirectory = directory ?? URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-e2e-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         chmod(dataDirectory.path, 0o755)
         logFile = dataDirectory.appendingPathComponent("baton-\(UUID().uuidString.prefix(6)).log")
         guard FileManager.default.createFile(atPath: logFile.path, contents: nil) else { throw TestFailure("cannot create \(logFile.path)") }
         let serves = arguments.first == "serve"
-        let batonArguments = arguments + ["--data-dir", dataDirectory.path] + (serves ? ["--port", String(port)] : [])
+        let batonArguments = arguments + ["--data-dir", dataDirectory.path] + (serves ? ["--port", String(self.port)] : [])
         if let openFileLimit {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", #"ulimit -Sn \#(openFileLimit) && exec "$0" "$@""#, executable.path] + batonArguments

@@ -7,20 +7,41 @@ public enum Loopback {
     /// Runs `body` with a fresh TCP socket (closed afterwards) and the address 127.0.0.1:`port`;
     /// nil when no socket could be made.
     static func withSocket<R>(port: Int, _ body: (Int32, UnsafePointer<sockaddr>, socklen_t) -> R) -> R? {
+        guard let descriptor = newSocket() else { return nil }
+        defer { close(descriptor) }
+        return withAddress(port: port) { body(descriptor, $0, $1) }
+    }
+
+    private static func newSocket() -> Int32? {
         #if canImport(Glibc)
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
         let descriptor = socket(AF_INET, SOCK_STREAM, 0)
         #endif
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
+        return descriptor >= 0 ? descriptor : nil
+    }
+
+    private static func withAddress<R>(port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
+    }
+
+    /// Runs `body` with a port on 127.0.0.1 that a listening socket of this process holds, so
+    /// that another process cannot bind it; the socket is closed afterwards.
+    public static func holdingPort<R>(_ body: (Int) async throws -> R) async throws -> R {
+        for _ in 0..<100 {
+            let port = Int.random(in: 20_000..<32_000)
+            guard let descriptor = newSocket() else { break }
+            defer { close(descriptor) }
+            guard withAddress(port: port, { bind(descriptor, $0, $1) }) == 0, listen(descriptor, 1) == 0 else { continue }
+            return try await body(port)
+        }
+        throw TestFailure("no loopback port could be held")
     }
 
     /// Flags for `send` on a ``connected(port:receiveTimeout:sendTimeout:_:)`` socket: a closed
