@@ -97,6 +97,10 @@ struct TokenCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...31_536_000).contains(lifetime) else { throw ValidationError("--lifetime must be 1–31536000 seconds") }
+        // A token the server would refuse is no use to print.
+        guard BearerAuthenticator.isUsableSubject(subject) else {
+            throw ValidationError("the user id must be 1–256 bytes without control characters")
+        }
     }
 
     func run() async throws {

@@ -89,6 +89,20 @@ struct ProcessLifecycleTests {
         }
     }
 
+    @Test("token prints a token for a user id, and refuses one the server would refuse")
+    func tokenCommand() async throws {
+        let minted = try BatonProcess(arguments: ["token", "alice"])
+        #expect(try await minted.stop(signal: 0, timeout: .seconds(30)) == 0)
+        #expect(minted.log.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").count == 3, "\(minted.log)")
+        for subject in ["", "a\u{7}b", String(repeating: "u", count: 257)] {
+            let refused = try BatonProcess(arguments: ["token", subject])
+            #expect(try await refused.stop(signal: 0, timeout: .seconds(30)) != 0)
+            #expect(refused.log.contains("the user id must be 1–256 bytes without control characters"), "\(refused.log)")
+            try? FileManager.default.removeItem(at: refused.dataDirectory)
+        }
+        try? FileManager.default.removeItem(at: minted.dataDirectory)
+    }
+
     @Test("bad configuration is reported plainly with a non-zero exit, before anything starts")
     func badConfiguration() async throws {
         let baton = try BatonProcess(arguments: ["serve", "--log-level", "loud"])

@@ -317,10 +317,13 @@ public final class BearerAuthenticator: Sendable {
         if let audience, claims.aud?.value.contains(audience) != true {
             throw Failure(description: "the bearer token is not meant for this service")
         }
-        let subject = claims.sub.value
-        guard !subject.isEmpty, subject.utf8.count <= 256, !subject.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
-            throw Failure(description: "the bearer token's subject is not usable")
-        }
+        guard Self.isUsableSubject(claims.sub.value) else { throw Failure(description: "the bearer token's subject is not usable") }
         return claims
+    }
+
+    /// Whether a token's subject can name a user here: not empty, at most 256 bytes, no control
+    /// characters.
+    public static func isUsableSubject(_ subject: String) -> Bool {
+        !subject.isEmpty && subject.utf8.count <= 256 && !subject.unicodeScalars.contains(where: { $0.value < 0x20 })
     }
 }
