@@ -71,6 +71,31 @@ struct ConfigurationTests {
         #expect(idle?.description.contains("http.request.timeout") == true)
     }
 
+    @Test("a number or a switch set to something else is refused with the key, its variable and the value, not replaced by the default")
+    func unconvertible() async throws {
+        let cases = [
+            ("DATABASE_POOL_SIZE", "ten", "database.pool.size (DATABASE_POOL_SIZE) must be a whole number; got \"ten\""),
+            ("HTTP_PORT", "80a", "http.port (HTTP_PORT) must be a whole number"),
+            ("HTTP_REQUEST_TIMEOUT", "5s", "http.request.timeout (HTTP_REQUEST_TIMEOUT) must be a number; got \"5s\""),
+            ("BATON_DIAGNOSTICS", "on", "baton.diagnostics (BATON_DIAGNOSTICS) must be true or false; got \"on\""),
+            ("BATON_JWT_MAX_LIFETIME", "1 day", "baton.jwt.max.lifetime (BATON_JWT_MAX_LIFETIME) must be a number"),
+        ]
+        for (variable, value, message) in cases {
+            let reader = ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: [variable: value]))
+            let error = #expect(throws: BatonConfiguration.Error.self, "\(variable)=\(value)") { try BatonConfiguration(reader: reader) }
+            #expect(error?.description.contains(message) == true, "\(error?.description ?? "")")
+        }
+        // Unset or blank is the default; numbers and switches written as text in a file still read.
+        let blank = ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: ["DATABASE_POOL_SIZE": "", "BATON_DIAGNOSTICS": " "]))
+        #expect(try BatonConfiguration(reader: blank).poolSize == 10)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("baton-\(UUID().uuidString).yaml")
+        try "database:\n  pool:\n    size: \"12\"\nbaton:\n  diagnostics: true\n".write(to: file, atomically: true, encoding: .utf8)
+        let configuration = try BatonConfiguration(reader: try await BatonConfiguration.reader(flags: [:], configFile: file.path))
+        #expect(configuration.poolSize == 12)
+        #expect(configuration.diagnostics)
+        try? FileManager.default.removeItem(at: file)
+    }
+
     @Test("a missing config file is an error, not silently ignored")
     func missingFile() async throws {
         await #expect(throws: BatonConfiguration.Error.self) {

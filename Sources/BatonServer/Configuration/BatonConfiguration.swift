@@ -145,10 +145,10 @@ public struct BatonConfiguration: Sendable {
     /// Reads and validates the configuration.
     public init(reader: ConfigReader) throws {
         databaseURL = reader.string(forKey: "database.url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
-        poolSize = reader.int(forKey: "database.pool.size", default: 10)
-        poolTimeout = .milliseconds(Int(reader.double(forKey: "database.pool.timeout", default: 5) * 1000))
+        poolSize = try reader.strictInt("database.pool.size") ?? 10
+        poolTimeout = .milliseconds(Int((try reader.strictDouble("database.pool.timeout") ?? 5) * 1000))
         func seconds(_ key: String, _ environment: String, default value: Double, within range: ClosedRange<Double>) throws -> Duration {
-            let number = reader.double(forKey: ConfigKey(key), default: value)
+            let number = try reader.strictDouble(key) ?? value
             guard range.contains(number) else {
                 throw Error(description: "\(key) (\(environment)) must be \(range.lowerBound)–\(range.upperBound) seconds; got \(number)")
             }
@@ -173,18 +173,18 @@ public struct BatonConfiguration: Sendable {
         }
         dataDirectory = reader.string(forKey: "baton.data.dir", default: ".baton")
         httpHost = reader.string(forKey: "http.host", default: "127.0.0.1")
-        httpPort = reader.int(forKey: "http.port", default: 8080)
-        bodyLimit = reader.int(forKey: "http.body.limit", default: 64 * 1024)
+        httpPort = try reader.strictInt("http.port") ?? 8080
+        bodyLimit = try reader.strictInt("http.body.limit") ?? 64 * 1024
         flowsDirectory = reader.string(forKey: "baton.flows.dir", default: "Flows")
         migrationsDirectory = reader.string(forKey: "baton.migrations.dir") ?? MigrationsLocation.find()
-        migrateOnStart = reader.bool(forKey: "baton.migrate", default: true)
+        migrateOnStart = try reader.strictBool("baton.migrate") ?? true
         signingKeys = reader.string(forKey: "baton.signing.keys", isSecret: true)
         jwtHS256Secret = reader.string(forKey: "baton.jwt.hs256.secret", isSecret: true)
         jwtPublicKeys = reader.string(forKey: "baton.jwt.public.keys")
         jwtIssuer = reader.string(forKey: "baton.jwt.issuer")
         jwtAudience = reader.string(forKey: "baton.jwt.audience")
         jwtLeeway = try seconds("baton.jwt.leeway", "BATON_JWT_LEEWAY", default: 60, within: 0...600)
-        if let lifetime = reader.double(forKey: "baton.jwt.max.lifetime") {
+        if let lifetime = try reader.strictDouble("baton.jwt.max.lifetime") {
             guard lifetime >= 1, lifetime <= 366 * 86400 else {
                 throw Error(description: "baton.jwt.max.lifetime (BATON_JWT_MAX_LIFETIME) must be 1–31622400 seconds; got \(lifetime)")
             }
@@ -192,8 +192,8 @@ public struct BatonConfiguration: Sendable {
         } else {
             jwtMaxLifetime = nil
         }
-        development = reader.bool(forKey: "baton.dev", default: false)
-        diagnostics = reader.bool(forKey: "baton.diagnostics", default: false)
+        development = try reader.strictBool("baton.dev") ?? false
+        diagnostics = try reader.strictBool("baton.diagnostics") ?? false
         // On by default in development (--dev, scripts/run.sh) on a loopback address; otherwise
         // only when asked for.
         let studioDefault = development && ["127.0.0.1", "::1", "localhost"].contains(httpHost) ? "dev" : "false"
@@ -203,7 +203,7 @@ public struct BatonConfiguration: Sendable {
         }
         studio = parsedStudio
         studioDirectory = reader.string(forKey: "baton.studio.dir", default: "Studio")
-        let healthInterval = reader.double(forKey: "baton.contract.health.interval", default: 60)
+        let healthInterval = try reader.strictDouble("baton.contract.health.interval") ?? 60
         guard healthInterval >= 0.05, healthInterval <= 3600 else {
             throw Error(description: "baton.contract.health.interval (BATON_CONTRACT_HEALTH_INTERVAL) must be 0.05–3600 seconds; got \(healthInterval)")
         }
@@ -223,8 +223,8 @@ public struct BatonConfiguration: Sendable {
             throw Error(description: "baton.flows.source (BATON_FLOWS_SOURCE) must be auto, files or database; got '\(source)'")
         }
         flowsSource = parsedSource
-        watchFlows = reader.bool(forKey: "baton.flows.watch", default: false)
-        let checkInterval = reader.double(forKey: "baton.flows.check.interval", default: 5)
+        watchFlows = try reader.strictBool("baton.flows.watch") ?? false
+        let checkInterval = try reader.strictDouble("baton.flows.check.interval") ?? 5
         guard checkInterval >= 0.05, checkInterval <= 3600 else {
             throw Error(description: "baton.flows.check.interval (BATON_FLOWS_CHECK_INTERVAL) must be 0.05–3600 seconds; got \(checkInterval)")
         }
@@ -235,7 +235,7 @@ public struct BatonConfiguration: Sendable {
             return reader.string(forKey: ConfigKey(key), isSecret: secret).flatMap { $0.isEmpty ? nil : $0 }
         }
         serviceCallWait = try seconds("baton.service.call.wait", "BATON_SERVICE_CALL_WAIT", default: 5, within: 0...60)
-        screenCacheBytes = reader.int(forKey: "baton.screen.cache.bytes", default: FlowRuntime.defaultScreenCacheBudget)
+        screenCacheBytes = try reader.strictInt("baton.screen.cache.bytes") ?? FlowRuntime.defaultScreenCacheBudget
         guard (0...(1 << 30)).contains(screenCacheBytes) else {
             throw Error(description: "baton.screen.cache.bytes (BATON_SCREEN_CACHE_BYTES) must be 0–1073741824; got \(screenCacheBytes)")
         }
@@ -277,5 +277,32 @@ extension BatonConfiguration {
         PostgresPool.Configuration(
             conninfo: conninfo, maxConnections: poolSize, acquireTimeout: min(poolTimeout, databaseTimeout), callTimeout: databaseTimeout,
             limits: PostgresConnection.Limits(statement: statementTimeout, lock: lockTimeout, idleInTransaction: idleInTransactionTimeout))
+    }
+}
+
+extension ConfigReader {
+    /// A number or a switch that may be left unset (nil), but not set to something else:
+    /// swift-configuration's own getters fall back to the default when a value does not convert,
+    /// so `DATABASE_POOL_SIZE=ten` or `BATON_DIAGNOSTICS=on` used to be ignored without a word
+    /// (and so was a number quoted in the config file, which is read here).
+    func strictInt(_ key: String) throws -> Int? {
+        try strict(key, int(forKey: ConfigKey(key)), "a whole number") { Int($0) }
+    }
+
+    func strictDouble(_ key: String) throws -> Double? {
+        try strict(key, double(forKey: ConfigKey(key)), "a number") { Double($0) }
+    }
+
+    func strictBool(_ key: String) throws -> Bool? {
+        try strict(key, bool(forKey: ConfigKey(key)), "true or false") { ["true": true, "false": false][$0.lowercased()] }
+    }
+
+    private func strict<T>(_ key: String, _ value: T?, _ expected: String, parse: (String) -> T?) throws -> T? {
+        if let value { return value }
+        // Unset, or set to text that did not convert: only the text tells them apart.
+        guard let text = string(forKey: ConfigKey(key)), !text.allSatisfy(\.isWhitespace) else { return nil }
+        if let parsed = parse(text.trimmingCharacters(in: .whitespaces)) { return parsed }
+        let environment = key.uppercased().replacingOccurrences(of: ".", with: "_")
+        throw BatonConfiguration.Error(description: "\(key) (\(environment)) must be \(expected); got \"\(text.prefix(40))\"")
     }
 }
