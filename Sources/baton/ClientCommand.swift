@@ -47,6 +47,11 @@ struct ClientCommand: AsyncParsableCommand {
 
     @OptionGroup var common: CommonOptions
 
+    func validate() throws {
+        guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host?.isEmpty == false
+        else { throw ValidationError("--url must be the server's base URL, such as http://127.0.0.1:8080; got '\(url.prefix(80))'") }
+    }
+
     func run() async throws {
         var bearer = token
         if let user, bearer == nil {
@@ -125,14 +130,39 @@ private func developmentToken(subject: String, common: CommonOptions, lifetime: 
 struct HTTPTransport: ClientTransport {
     let baseURL: String
 
+    /// A person waits at the prompt: a server that is not there is said at once, not retried
+    /// until the request's timeout as `HTTPClient.shared` does (it sat 30 s on a refused port).
+    static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(3))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
+    /// Why a request got no answer, in the person's terms.
+    struct Unreachable: Error, CustomStringConvertible {
+        let description: String
+    }
+
     func send(method: String, path: String, headers: [(String, String)], body: [UInt8]?) async throws -> ClientTransportReply {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 8 << 20)
-        return ClientTransportReply(
-            status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: Array(buffer: bytes))
+        do {
+            let response = try await Self.client.execute(request, timeout: .seconds(30))
+            let bytes = try await response.body.collect(upTo: 8 << 20)
+            return ClientTransportReply(
+                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: Array(buffer: bytes))
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            throw Unreachable(description: "no answer from \(baseURL) within 30 s")
+        } catch let error as HTTPClientError where error == .connectTimeout {
+            throw Unreachable(description: "cannot reach \(baseURL): no connection within 3 s")
+        } catch let error as HTTPClientError {
+            throw error
+        } catch {
+            // The connection's own failure (refused, unknown host): NIO's text says which.
+            throw Unreachable(description: "cannot reach \(baseURL) (is Baton running there? scripts/run.sh starts one): \(error)")
+        }
     }
 }

@@ -103,6 +103,21 @@ struct ProcessLifecycleTests {
         try? FileManager.default.removeItem(at: minted.dataDirectory)
     }
 
+    @Test("client says at once that no server answers at its URL, and refuses a URL that is not one")
+    func clientWithoutServer() async throws {
+        let port = try FreePort.find()
+        let client = try BatonProcess(arguments: ["client", "--user", "alice", "--url", "http://127.0.0.1:\(port)"])
+        // HTTPClient.shared retried the refused connection for the request's 30 s.
+        #expect(try await client.stop(signal: 0, timeout: .seconds(10)) == 0, "\(client.log)")
+        #expect(client.log.contains("cannot reach http://127.0.0.1:\(port) (is Baton running there?"), "\(client.log)")
+        try? FileManager.default.removeItem(at: client.dataDirectory)
+
+        let refused = try BatonProcess(arguments: ["client", "--url", "localhost:8080"])
+        #expect(try await refused.stop(signal: 0, timeout: .seconds(10)) != 0)
+        #expect(refused.log.contains("--url must be the server's base URL, such as http://127.0.0.1:8080"), "\(refused.log)")
+        try? FileManager.default.removeItem(at: refused.dataDirectory)
+    }
+
     @Test("bad configuration is reported plainly with a non-zero exit, before anything starts")
     func badConfiguration() async throws {
         let baton = try BatonProcess(arguments: ["serve", "--log-level", "loud"])

@@ -55,6 +55,8 @@ public final class BatonProcess: @unchecked Sendable {
         let log = try FileHandle(forWritingTo: logFile)
         process.standardOutput = log
         process.standardError = log
+        // Commands that read a terminal (`client`) see its end at once.
+        process.standardInput = FileHandle.nullDevice
         try process.run()
     }
 
