@@ -27,6 +27,7 @@ public final class BatonMetrics: Sendable {
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(), contractHealth: ContractHealthRollup = ContractHealthRollup()) {
         self.registry = registry
         self.contractHealth = contractHealth
+        _ = ProcessResources.startTime
     }
 
     /// A metric family: name parts, base unit and help text.

@@ -10,7 +10,7 @@ import Foundation
 /// `process_resident_memory_bytes`, `process_open_fds`, `process_max_fds`…), which dashboards
 /// and alerts written for any service expect. swift-prometheus has no such collector; this reads
 /// `getrusage`, `getrlimit` and, on Linux, `/proc/self`.
-public struct ProcessResources: Sendable, Equatable {
+public struct ProcessResources: Sendable {
     /// User and system CPU time so far.
     public var cpuSeconds: Double
     /// Resident and virtual memory; nil where not read (not Linux).
@@ -60,7 +60,8 @@ public struct ProcessResources: Sendable, Equatable {
     }
 
     /// The process's start: on Linux from `/proc/self/stat` (clock ticks after boot) and the boot
-    /// time in `/proc/stat`; elsewhere, when this was first asked (at startup, by the metrics).
+    /// time in `/proc/stat`; elsewhere, when this was first read (``BatonMetrics`` reads it as
+    /// it is made, at start).
     static let startTime: Double = {
         let now = Date().timeIntervalSince1970
         #if os(Linux)

@@ -5,9 +5,9 @@ import Hummingbird
 /// are read (``Request/collectBody(limit:)``).
 ///
 /// Also refuses a request that says its body has a `Content-Encoding` other than `identity` (a
-/// gzipped command): Baton reads bodies as they come, so it would have answered `invalid_json` about
-/// bytes the client never wrote. It answers 415 `unsupported_media_type` with `Accept-Encoding:
-/// identity` instead (RFC 9110 §15.5.16), naming the coding.
+/// gzipped command): Baton reads bodies as they come, so it would have answered `invalid_json`
+/// about bytes the client never wrote. It answers 415 `unsupported_media_type` with
+/// `Accept-Encoding: identity` instead (RFC 9110 §15.5.16), naming the coding.
 public struct BodyLimitMiddleware: RouterMiddleware {
     public typealias Context = BatonRequestContext
 
