@@ -161,8 +161,10 @@ struct HTTPTransport: ClientTransport {
         } catch let error as HTTPClientError {
             throw error
         } catch {
-            // The connection's own failure (refused, unknown host): NIO's text says which.
-            throw Unreachable(description: "cannot reach \(baseURL) (is Baton running there? scripts/run.sh starts one): \(error)")
+            // The connection's own failure: the system's words for an errno ("connection
+            // refused"), else NIO's text (an unknown host).
+            let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
+            throw Unreachable(description: "cannot reach \(baseURL) (is Baton running there? scripts/run.sh starts one): \(reason)")
         }
     }
 }
