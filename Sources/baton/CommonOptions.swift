@@ -72,7 +72,7 @@ struct Database {
         _ configuration: BatonConfiguration, logger: Logger, _ body: (PostgresPool) async throws -> R
     ) async -> R {
         let database: Database
-        do { database = try open(configuration, logger: logger) } catch { fail("\(error)") }
+        do { database = try open(configuration, logger: logger) } catch { fail(error) }
         // migrate, seed, report and flows publish: administrative work that may run long.
         let pool = PostgresPool(configuration: .administrative(conninfo: database.conninfo))
         let outcome: Result<R, any Error>
@@ -81,7 +81,7 @@ struct Database {
         try? database.embedded?.stop()
         switch outcome {
         case .success(let value): return value
-        case .failure(let error): fail("\(error)")
+        case .failure(let error): fail(error)
         }
     }
 }
@@ -104,4 +104,13 @@ func bootstrapLogging(_ configuration: BatonConfiguration) -> Logger {
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("error: \(message)\n".utf8))
     exit(1)
+}
+
+/// As ``fail(_:)-(String)``, with an error worded for the operator where its own text names a
+/// type: a database that cannot be reached says so, then libpq's reason.
+func fail(_ error: any Error) -> Never {
+    if let error = error as? PostgresError, error.code == .connectionFailed {
+        fail("cannot connect to the database: \(error.message)")
+    }
+    fail("\(error)")
 }

@@ -70,7 +70,7 @@ struct ServeCommand: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics.registry))
 
         let database: Database
-        do { database = try Database.open(configuration, logger: logger) } catch { fail("\(error)") }
+        do { database = try Database.open(configuration, logger: logger) } catch { fail(error) }
         let pool = PostgresPool(
             configuration: configuration.poolConfiguration(conninfo: database.conninfo), acquireObserver: metrics.poolAcquireObserver)
         let migrator: Migrator
@@ -83,7 +83,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             await pool.close()
             try? database.embedded?.stop()
-            fail("\(error)")
+            fail(error)
         }
 
         // Flows: loaded and linted before anything listens; a broken flow stops the start.
@@ -143,7 +143,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             await pool.close()
             try? database.embedded?.stop()
-            fail("\(error)")
+            fail(error)
         }
         logger.info("flows loaded", metadata: ["flows": .string(bundle.flows.keys.sorted().joined(separator: ","))])
 

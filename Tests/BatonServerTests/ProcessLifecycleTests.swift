@@ -118,6 +118,16 @@ struct ProcessLifecycleTests {
         try? FileManager.default.removeItem(at: refused.dataDirectory)
     }
 
+    @Test("serve with a database that cannot be reached says so in one line and exits 1")
+    func databaseUnreachable() async throws {
+        let port = try FreePort.find()
+        let baton = try BatonProcess(arguments: ["serve"], environment: ["DATABASE_URL": "postgresql://baton@127.0.0.1:\(port)/baton"])
+        #expect(try await baton.stop(signal: 0, timeout: .seconds(60)) == 1, "\(baton.log)")
+        #expect(baton.log.contains("error: cannot connect to the database: connection to server at \"127.0.0.1\", port \(port) failed"), "\(baton.log)")
+        #expect(!baton.log.contains("PostgresError"), "\(baton.log)")
+        try? FileManager.default.removeItem(at: baton.dataDirectory)
+    }
+
     @Test("bad configuration is reported plainly with a non-zero exit, before anything starts")
     func badConfiguration() async throws {
         let baton = try BatonProcess(arguments: ["serve", "--log-level", "loud"])
