@@ -55,6 +55,7 @@ struct ConfigurationTests {
         #expect(configuration.httpPort == 7001)
         #expect(configuration.httpHost == "10.0.0.1")
         #expect(configuration.logLevel == .debug)
+        try? FileManager.default.removeItem(at: file)
     }
 
     @Test("invalid values are refused with the key and the allowed values")
