@@ -50,6 +50,9 @@ struct ClientCommand: AsyncParsableCommand {
     func validate() throws {
         guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host?.isEmpty == false
         else { throw ValidationError("--url must be the server's base URL, such as http://127.0.0.1:8080; got '\(url.prefix(80))'") }
+        if let user, !BearerAuthenticator.isUsableSubject(user) {
+            throw ValidationError("--user must be 1–256 bytes without control characters")
+        }
     }
 
     func run() async throws {
@@ -122,6 +125,9 @@ private func developmentToken(subject: String, common: CommonOptions, lifetime: 
     // scripts/run.sh serves with the development secret; a token minted with it is refused by
     // any server configured with a secret of its own (`serve` warns loudly when it is not).
     let secret = configuration.jwtHS256Secret ?? BearerAuthenticator.developmentSecret
+    if let limit = configuration.jwtMaxLifetime, lifetime > limit {
+        throw CommandFailure("the token would live \(lifetime.components.seconds) s; this configuration accepts at most \(limit.components.seconds) s (baton.jwt.max.lifetime): pass --lifetime")
+    }
     return try await BearerAuthenticator.developmentToken(
         subject: subject, secret: secret, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: lifetime)
 }
@@ -149,22 +155,25 @@ struct HTTPTransport: ClientTransport {
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response: HTTPClientResponse
         do {
-            let response = try await Self.client.execute(request, timeout: .seconds(30))
-            let bytes = try await response.body.collect(upTo: 8 << 20)
-            return ClientTransportReply(
-                status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: Array(buffer: bytes))
+            response = try await Self.client.execute(request, timeout: .seconds(30))
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
             throw Unreachable(description: "no answer from \(baseURL) within 30 s")
         } catch let error as HTTPClientError where error == .connectTimeout {
             throw Unreachable(description: "cannot reach \(baseURL): no connection within 3 s")
         } catch let error as HTTPClientError {
             throw error
+        } catch is CancellationError {
+            throw CancellationError()
         } catch {
             // The connection's own failure: the system's words for an errno ("connection
             // refused"), else NIO's text (an unknown host).
             let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
             throw Unreachable(description: "cannot reach \(baseURL) (is Baton running there? scripts/run.sh starts one): \(reason)")
         }
+        let bytes = try await response.body.collect(upTo: 8 << 20)
+        return ClientTransportReply(
+            status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: Array(buffer: bytes))
     }
 }

@@ -60,7 +60,7 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = bootstrapLogging(configuration)
         if let raised = ProcessResources.raiseFileDescriptorLimit() {
             logger.info(
-                "open file limit raised to the hard limit",
+                "open file limit raised",
                 metadata: ["from": .stringConvertible(raised.from), "to": .stringConvertible(raised.to)])
         }
 

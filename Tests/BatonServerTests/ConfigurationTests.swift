@@ -48,6 +48,7 @@ struct ConfigurationTests {
     @Test("flags override the environment, which overrides the config file")
     func layering() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("baton-\(UUID().uuidString).yaml")
+        defer { try? FileManager.default.removeItem(at: file) }
         try "http:\n  port: 7000\n  host: 10.0.0.1\nlog:\n  level: debug\n".write(to: file, atomically: true, encoding: .utf8)
         let reader = try await BatonConfiguration.reader(
             flags: ["http.port": ConfigValue(.int(7001), isSecret: false)], configFile: file.path)
@@ -55,7 +56,6 @@ struct ConfigurationTests {
         #expect(configuration.httpPort == 7001)
         #expect(configuration.httpHost == "10.0.0.1")
         #expect(configuration.logLevel == .debug)
-        try? FileManager.default.removeItem(at: file)
     }
 
     @Test("invalid values are refused with the key and the allowed values")
@@ -90,11 +90,22 @@ struct ConfigurationTests {
         let blank = ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: ["DATABASE_POOL_SIZE": "", "BATON_DIAGNOSTICS": " "]))
         #expect(try BatonConfiguration(reader: blank).poolSize == 10)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("baton-\(UUID().uuidString).yaml")
-        try "database:\n  pool:\n    size: \"12\"\nbaton:\n  diagnostics: true\n".write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "database:\n  pool:\n    size: \"12\"\n    timeout: ~\nbaton:\n  diagnostics: \"yes\"\n".write(to: file, atomically: true, encoding: .utf8)
         let configuration = try BatonConfiguration(reader: try await BatonConfiguration.reader(flags: [:], configFile: file.path))
         #expect(configuration.poolSize == 12)
+        #expect(configuration.poolTimeout == .seconds(5), "YAML's null is unset")
         #expect(configuration.diagnostics)
-        try? FileManager.default.removeItem(at: file)
+        // A decimal where a whole number belongs, in a JSON file: no text form, still refused.
+        let json = FileManager.default.temporaryDirectory.appendingPathComponent("baton-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: json) }
+        try #"{"database": {"pool": {"size": 10.5}}}"#.write(to: json, atomically: true, encoding: .utf8)
+        let decimal = try await BatonConfiguration.reader(flags: [:], configFile: json.path)
+        let error = #expect(throws: BatonConfiguration.Error.self) { try BatonConfiguration(reader: decimal) }
+        #expect(error?.description.contains("database.pool.size (DATABASE_POOL_SIZE) must be a whole number; got 10.5") == true, "\(error?.description ?? "")")
+        // The pool timeout is range-checked like every other duration (NaN used to trap).
+        let nan = ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: ["DATABASE_POOL_TIMEOUT": "nan"]))
+        #expect(throws: BatonConfiguration.Error.self) { try BatonConfiguration(reader: nan) }
     }
 
     @Test("a missing config file is an error, not silently ignored")

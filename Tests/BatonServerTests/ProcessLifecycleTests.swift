@@ -101,16 +101,24 @@ struct ProcessLifecycleTests {
             try? FileManager.default.removeItem(at: refused.dataDirectory)
         }
         try? FileManager.default.removeItem(at: minted.dataDirectory)
+        // Nor one that outlives what the configuration accepts.
+        let long = try BatonProcess(arguments: ["token", "alice"], environment: ["BATON_JWT_MAX_LIFETIME": "600"])
+        #expect(try await long.stop(signal: 0, timeout: .seconds(30)) != 0)
+        #expect(long.log.contains("the token would live 3600 s; this configuration accepts at most 600 s"), "\(long.log)")
+        try? FileManager.default.removeItem(at: long.dataDirectory)
     }
 
     @Test("client says at once that no server answers at its URL, and refuses a URL that is not one")
     func clientWithoutServer() async throws {
-        let port = try FreePort.find()
-        let client = try BatonProcess(arguments: ["client", "--user", "alice", "--url", "http://127.0.0.1:\(port)"])
-        // HTTPClient.shared retried the refused connection for the request's 30 s.
-        #expect(try await client.stop(signal: 0, timeout: .seconds(10)) == 0, "\(client.log)")
-        #expect(client.log.contains("cannot reach http://127.0.0.1:\(port) (is Baton running there?"), "\(client.log)")
-        try? FileManager.default.removeItem(at: client.dataDirectory)
+        // A port held without listening: nothing else can take it, and connecting is refused.
+        try await Loopback.holdingPort(listening: false) { port in
+            let client = try BatonProcess(arguments: ["client", "--user", "alice", "--url", "http://127.0.0.1:\(port)"])
+            // HTTPClient.shared retried the refused connection for the request's 30 s.
+            #expect(try await client.stop(signal: 0, timeout: .seconds(10)) == 0, "\(client.log)")
+            #expect(client.log.contains("cannot reach http://127.0.0.1:\(port) (is Baton running there?"), "\(client.log)")
+            #expect(client.log.contains("connection refused"), "\(client.log)")
+            try? FileManager.default.removeItem(at: client.dataDirectory)
+        }
 
         let refused = try BatonProcess(arguments: ["client", "--url", "localhost:8080"])
         #expect(try await refused.stop(signal: 0, timeout: .seconds(10)) != 0)
@@ -120,12 +128,14 @@ struct ProcessLifecycleTests {
 
     @Test("serve with a database that cannot be reached says so in one line and exits 1")
     func databaseUnreachable() async throws {
-        let port = try FreePort.find()
-        let baton = try BatonProcess(arguments: ["serve"], environment: ["DATABASE_URL": "postgresql://baton@127.0.0.1:\(port)/baton"])
-        #expect(try await baton.stop(signal: 0, timeout: .seconds(60)) == 1, "\(baton.log)")
-        #expect(baton.log.contains("error: cannot connect to the database: connection to server at \"127.0.0.1\", port \(port) failed"), "\(baton.log)")
-        #expect(!baton.log.contains("PostgresError"), "\(baton.log)")
-        try? FileManager.default.removeItem(at: baton.dataDirectory)
+        try await Loopback.holdingPort(listening: false) { port in
+            let baton = try BatonProcess(arguments: ["serve"], environment: ["DATABASE_URL": "postgresql://baton@127.0.0.1:\(port)/baton"])
+            #expect(try await baton.stop(signal: 0, timeout: .seconds(60)) == 1, "\(baton.log)")
+            #expect(
+                baton.log.contains("error: cannot connect to the database: connection to server at \"127.0.0.1\", port \(port) failed"), "\(baton.log)")
+            #expect(!baton.log.contains("PostgresError"), "\(baton.log)")
+            try? FileManager.default.removeItem(at: baton.dataDirectory)
+        }
     }
 
     @Test("bad configuration is reported plainly with a non-zero exit, before anything starts")

@@ -31,14 +31,15 @@ public enum Loopback {
         }
     }
 
-    /// Runs `body` with a port on 127.0.0.1 that a listening socket of this process holds, so
-    /// that another process cannot bind it; the socket is closed afterwards.
-    public static func holdingPort<R>(_ body: (Int) async throws -> R) async throws -> R {
+    /// Runs `body` with a port on 127.0.0.1 that a socket of this process holds, so that no other
+    /// process or test can bind it; the socket is closed afterwards. With `listening` it takes
+    /// connections (which nothing answers), else a connection to the port is refused.
+    public static func holdingPort<R>(listening: Bool = true, _ body: (Int) async throws -> R) async throws -> R {
         for _ in 0..<100 {
             let port = Int.random(in: 20_000..<32_000)
             guard let descriptor = newSocket() else { break }
             defer { close(descriptor) }
-            guard withAddress(port: port, { bind(descriptor, $0, $1) }) == 0, listen(descriptor, 1) == 0 else { continue }
+            guard withAddress(port: port, { bind(descriptor, $0, $1) }) == 0, !listening || listen(descriptor, 1) == 0 else { continue }
             return try await body(port)
         }
         throw TestFailure("no loopback port could be held")

@@ -146,7 +146,6 @@ public struct BatonConfiguration: Sendable {
     public init(reader: ConfigReader) throws {
         databaseURL = reader.string(forKey: "database.url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
         poolSize = try reader.strictInt("database.pool.size") ?? 10
-        poolTimeout = .milliseconds(Int((try reader.strictDouble("database.pool.timeout") ?? 5) * 1000))
         func seconds(_ key: String, _ environment: String, default value: Double, within range: ClosedRange<Double>) throws -> Duration {
             let number = try reader.strictDouble(key) ?? value
             guard range.contains(number) else {
@@ -154,6 +153,7 @@ public struct BatonConfiguration: Sendable {
             }
             return .milliseconds(Int(number * 1000))
         }
+        poolTimeout = try seconds("database.pool.timeout", "DATABASE_POOL_TIMEOUT", default: 5, within: 0.1...600)
         databaseTimeout = try seconds("database.timeout", "DATABASE_TIMEOUT", default: 5, within: 0.1...600)
         statementTimeout = try seconds("database.statement.timeout", "DATABASE_STATEMENT_TIMEOUT", default: 4, within: 0.1...3600)
         lockTimeout = try seconds("database.lock.timeout", "DATABASE_LOCK_TIMEOUT", default: 3, within: 0.1...3600)
@@ -286,23 +286,40 @@ extension ConfigReader {
     /// so `DATABASE_POOL_SIZE=ten` or `BATON_DIAGNOSTICS=on` used to be ignored without a word
     /// (and so was a number quoted in the config file, which is read here).
     func strictInt(_ key: String) throws -> Int? {
-        try strict(key, int(forKey: ConfigKey(key)), "a whole number") { Int($0) }
+        let config = ConfigKey(key)
+        return try strict(key, int(forKey: config), "a whole number", other: double(forKey: config).map { "\($0)" }) { Int($0) }
     }
 
     func strictDouble(_ key: String) throws -> Double? {
-        try strict(key, double(forKey: ConfigKey(key)), "a number") { Double($0) }
+        try strict(key, double(forKey: ConfigKey(key)), "a number", other: bool(forKey: ConfigKey(key)).map { "\($0)" }) { Double($0) }
     }
 
     func strictBool(_ key: String) throws -> Bool? {
-        try strict(key, bool(forKey: ConfigKey(key)), "true or false") { ["true": true, "false": false][$0.lowercased()] }
+        let config = ConfigKey(key)
+        let other = int(forKey: config).map { "\($0)" } ?? double(forKey: config).map { "\($0)" }
+        // The words the environment provider takes for a switch.
+        return try strict(key, bool(forKey: config), "true or false", other: other) {
+            switch $0.lowercased() {
+            case "true", "yes", "1": true
+            case "false", "no", "0": false
+            default: nil
+            }
+        }
     }
 
-    private func strict<T>(_ key: String, _ value: T?, _ expected: String, parse: (String) -> T?) throws -> T? {
+    /// `other`: the value read as another kind, when the key holds one (a decimal where a whole
+    /// number belongs, in a JSON file); such a value has no text form to read.
+    private func strict<T>(_ key: String, _ value: T?, _ expected: String, other: String?, parse: (String) -> T?) throws -> T? {
         if let value { return value }
-        // Unset, or set to text that did not convert: only the text tells them apart.
-        guard let text = string(forKey: ConfigKey(key)), !text.allSatisfy(\.isWhitespace) else { return nil }
-        if let parsed = parse(text.trimmingCharacters(in: .whitespaces)) { return parsed }
+        // Unset, or set to something that did not convert: only what is there tells them apart.
         let environment = key.uppercased().replacingOccurrences(of: ".", with: "_")
+        guard let text = string(forKey: ConfigKey(key))?.trimmingCharacters(in: .whitespacesAndNewlines) else {
+            guard let other else { return nil }
+            throw BatonConfiguration.Error(description: "\(key) (\(environment)) must be \(expected); got \(other)")
+        }
+        // Blank, or YAML's null, is unset.
+        if text.isEmpty || text == "~" || text == "null" { return nil }
+        if let parsed = parse(text) { return parsed }
         throw BatonConfiguration.Error(description: "\(key) (\(environment)) must be \(expected); got \"\(text.prefix(40))\"")
     }
 }

@@ -116,17 +116,20 @@ public struct ProcessResources: Sendable {
         return soft < target ? target : nil
     }
 
-    /// Raises the soft limit on open file descriptors to the hard limit, as Go's runtime and the
-    /// JVM do at start: each client connection and each database connection takes one, and the
-    /// soft limit is often 1 024 (systemd's default) while the hard limit is far higher. Past the
-    /// limit, new connections wait in the kernel's queue until one closes. Returns the limits
-    /// before and after, or nil when nothing changed (already at the hard limit, or refused).
+    /// Raises the soft limit on open file descriptors toward the hard limit, as Go's runtime
+    /// and the JVM do at start: each client connection and each database connection takes one,
+    /// and the soft limit is often 1 024 (systemd's default) while the hard limit is far higher.
+    /// Past the limit, new connections wait in the kernel's queue until one closes. Returns the
+    /// limits before and after, or nil when nothing changed (already at the hard limit, or
+    /// refused).
     public static func raiseFileDescriptorLimit() -> (from: UInt64, to: UInt64)? {
         var limit = fileDescriptorLimit()
         let (soft, hard) = descriptorLimits
         guard let target = raisedDescriptorLimit(soft: soft, hard: hard) else { return nil }
         limit.rlim_cur = rlim_t(target)
         guard setrlimit(resourceNoFile, &limit) == 0 else { return nil }
-        return (soft, target)
+        // What the kernel made of it (macOS may hold it under kern.maxfilesperproc).
+        let now = descriptorLimits.soft
+        return now > soft ? (soft, now) : nil
     }
 }

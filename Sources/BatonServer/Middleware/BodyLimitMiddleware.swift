@@ -4,10 +4,10 @@ import Hummingbird
 /// `body_too_large` before any handler runs. Bodies without a length are bounded where they
 /// are read (``Request/collectBody(limit:)``).
 ///
-/// Also refuses a request that says its body has a `Content-Encoding` other than `identity` (a
-/// gzipped command): Baton reads bodies as they come, so it would have answered `invalid_json`
-/// about bytes the client never wrote. It answers 415 `unsupported_media_type` with
-/// `Accept-Encoding: identity` instead (RFC 9110 §15.5.16), naming the coding.
+/// Also refuses a request with a body that says it has a `Content-Encoding` other than
+/// `identity` (a gzipped command): Baton reads bodies as they come, so it would have answered
+/// `invalid_json` about bytes the client never wrote. It answers 415 `unsupported_media_type`
+/// with `Accept-Encoding: identity` instead (RFC 9110 §15.5.16), naming the coding.
 public struct BodyLimitMiddleware: RouterMiddleware {
     public typealias Context = BatonRequestContext
 
@@ -23,7 +23,8 @@ public struct BodyLimitMiddleware: RouterMiddleware {
         if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
             throw APIError.bodyTooLarge(limit: limit)
         }
-        if let coding = request.headers[.contentEncoding], !Self.isIdentity(coding) {
+        let hasBody = (request.headers[.contentLength].flatMap { Int($0) } ?? 0) > 0 || request.headers[.transferEncoding] != nil
+        if hasBody, let coding = request.headers[.contentEncoding], !Self.isIdentity(coding) {
             throw APIError(
                 .unsupportedMediaType, .unsupportedMediaType,
                 "the body is sent with Content-Encoding \"\(coding.prefix(40))\"; send it uncompressed",
