@@ -89,6 +89,9 @@ struct ConfigurationTests {
         // Unset or blank is the default; numbers and switches written as text in a file still read.
         let blank = ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: ["DATABASE_POOL_SIZE": "", "BATON_DIAGNOSTICS": " "]))
         #expect(try BatonConfiguration(reader: blank).poolSize == 10)
+        // A line end carried over from an env file is not part of the value.
+        let carried = ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: ["HTTP_PORT": "8081\r\n"]))
+        #expect(try BatonConfiguration(reader: carried).httpPort == 8081)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("baton-\(UUID().uuidString).yaml")
         defer { try? FileManager.default.removeItem(at: file) }
         try "database:\n  pool:\n    size: \"12\"\n    timeout: ~\nbaton:\n  diagnostics: \"yes\"\n".write(to: file, atomically: true, encoding: .utf8)
