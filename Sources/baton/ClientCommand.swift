@@ -58,7 +58,7 @@ struct ClientCommand: AsyncParsableCommand {
     func run() async throws {
         var bearer = token
         if let user, bearer == nil {
-            do { bearer = try await developmentToken(subject: user, common: common) } catch { fail("\(error)") }
+            do { bearer = try await developmentToken(subject: user, common: common, fitToLimit: true) } catch { fail("\(error)") }
         }
         if bearer == nil, device == nil {
             say("(neither --user, --token nor --device: the server will treat this client as anonymous)")
@@ -120,11 +120,17 @@ struct TokenCommand: AsyncParsableCommand {
     }
 }
 
-private func developmentToken(subject: String, common: CommonOptions, lifetime: Duration = .seconds(3600)) async throws -> String {
+/// With `fitToLimit` (the client, which has no `--lifetime`), a lifetime over the configuration's
+/// `baton.jwt.max.lifetime` is shortened to it; otherwise it is refused.
+private func developmentToken(
+    subject: String, common: CommonOptions, lifetime: Duration = .seconds(3600), fitToLimit: Bool = false
+) async throws -> String {
     let configuration = try await common.loadConfiguration()
     // scripts/run.sh serves with the development secret; a token minted with it is refused by
     // any server configured with a secret of its own (`serve` warns loudly when it is not).
     let secret = configuration.jwtHS256Secret ?? BearerAuthenticator.developmentSecret
+    var lifetime = lifetime
+    if let limit = configuration.jwtMaxLifetime, lifetime > limit, fitToLimit { lifetime = limit }
     if let limit = configuration.jwtMaxLifetime, lifetime > limit {
         throw CommandFailure("the token would live \(lifetime.components.seconds) s; this configuration accepts at most \(limit.components.seconds) s (baton.jwt.max.lifetime): pass --lifetime")
     }
