@@ -82,9 +82,12 @@ public enum FreePort {
     /// outgoing connections from 32768 up (macOS from 49152): a listener that binds a port from
     /// there a moment after it was found free can find it taken by any client the test process
     /// opened meanwhile (CI once saw "Address already in use" when Baton restarted).
+    /// Where test ports are drawn from (also by ``Loopback/holdingPort(listening:_:)``).
+    static let range = 20_000..<32_000
+
     public static func find() throws -> Int {
         for _ in 0..<100 {
-            let candidate = Int.random(in: 20_000..<32_000)
+            let candidate = Int.random(in: range)
             if Loopback.withSocket(port: candidate, { bind($0, $1, $2) == 0 }) == true { return candidate }
         }
         throw TestFailure("no free loopback port between 20000 and 32000")

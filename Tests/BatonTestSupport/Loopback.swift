@@ -36,7 +36,7 @@ public enum Loopback {
     /// connections (which nothing answers), else a connection to the port is refused.
     public static func holdingPort<R>(listening: Bool = true, _ body: (Int) async throws -> R) async throws -> R {
         for _ in 0..<100 {
-            let port = Int.random(in: 20_000..<32_000)
+            let port = Int.random(in: FreePort.range)
             guard let descriptor = newSocket() else { break }
             defer { close(descriptor) }
             guard withAddress(port: port, { bind(descriptor, $0, $1) }) == 0, !listening || listen(descriptor, 1) == 0 else { continue }

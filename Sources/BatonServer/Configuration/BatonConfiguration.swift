@@ -296,9 +296,11 @@ extension ConfigReader {
 
     func strictBool(_ key: String) throws -> Bool? {
         let config = ConfigKey(key)
-        let other = int(forKey: config).map { "\($0)" } ?? double(forKey: config).map { "\($0)" }
-        // The words the environment provider takes for a switch.
-        return try strict(key, bool(forKey: config), "true or false", other: other) {
+        // The words the environment provider takes for a switch; `other` is read only when
+        // neither a switch nor text is there.
+        return try strict(
+            key, bool(forKey: config), "true or false", other: int(forKey: config).map { "\($0)" } ?? double(forKey: config).map { "\($0)" }
+        ) {
             switch $0.lowercased() {
             case "true", "yes", "1": true
             case "false", "no", "0": false
@@ -308,13 +310,16 @@ extension ConfigReader {
     }
 
     /// `other`: the value read as another kind, when the key holds one (a decimal where a whole
-    /// number belongs, in a JSON file); such a value has no text form to read.
-    private func strict<T>(_ key: String, _ value: T?, _ expected: String, other: String?, parse: (String) -> T?) throws -> T? {
+    /// number belongs, in a JSON file); such a value has no text form to read. Read only when
+    /// there is neither a value nor text.
+    private func strict<T>(
+        _ key: String, _ value: T?, _ expected: String, other: @autoclosure () -> String?, parse: (String) -> T?
+    ) throws -> T? {
         if let value { return value }
         // Unset, or set to something that did not convert: only what is there tells them apart.
         let environment = key.uppercased().replacingOccurrences(of: ".", with: "_")
         guard let text = string(forKey: ConfigKey(key))?.trimmingCharacters(in: .whitespacesAndNewlines) else {
-            guard let other else { return nil }
+            guard let other = other() else { return nil }
             throw BatonConfiguration.Error(description: "\(key) (\(environment)) must be \(expected); got \(other)")
         }
         // Blank, or YAML's null, is unset.

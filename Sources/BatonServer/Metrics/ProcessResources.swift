@@ -124,8 +124,8 @@ public struct ProcessResources: Sendable {
     /// refused).
     public static func raiseFileDescriptorLimit() -> (from: UInt64, to: UInt64)? {
         var limit = fileDescriptorLimit()
-        let (soft, hard) = descriptorLimits
-        guard let target = raisedDescriptorLimit(soft: soft, hard: hard) else { return nil }
+        let soft = UInt64(limit.rlim_cur)
+        guard let target = raisedDescriptorLimit(soft: soft, hard: UInt64(limit.rlim_max)) else { return nil }
         limit.rlim_cur = rlim_t(target)
         guard setrlimit(resourceNoFile, &limit) == 0 else { return nil }
         // What the kernel made of it (macOS may hold it under kern.maxfilesperproc).

@@ -20,11 +20,12 @@ public struct BodyLimitMiddleware: RouterMiddleware {
     public func handle(
         _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
     ) async throws -> Response {
-        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
-            throw APIError.bodyTooLarge(limit: limit)
-        }
-        let hasBody = (request.headers[.contentLength].flatMap { Int($0) } ?? 0) > 0 || request.headers[.transferEncoding] != nil
-        if hasBody, let coding = request.headers[.contentEncoding], !Self.isIdentity(coding) {
+        let length = request.headers[.contentLength].flatMap { Int($0) } ?? 0
+        if length > limit { throw APIError.bodyTooLarge(limit: limit) }
+        // The coding is checked only when the header is there, so most requests stop at the lookup.
+        if let coding = request.headers[.contentEncoding], length > 0 || request.headers[.transferEncoding] != nil,
+            !Self.isIdentity(coding)
+        {
             throw APIError(
                 .unsupportedMediaType, .unsupportedMediaType,
                 "the body is sent with Content-Encoding \"\(coding.prefix(40))\"; send it uncompressed",
