@@ -168,6 +168,22 @@ struct OperationalEndpointTests {
                 "GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(String(repeating: "a", count: 100_000))\r\n\r\n",
                 names: "too large", reason: "head_too_large"),
             MalformedRequest("a request line that is not HTTP", "GET /healthz HTTX/1.1\r\nHost: x\r\n\r\n", names: "HTTP", reason: "request_line"),
+            // RFC 9112 §3.2: exactly one Host, holding host[:port].
+            MalformedRequest("an HTTP/1.1 request without Host", "GET /healthz HTTP/1.1\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("two Host lines", "GET /healthz HTTP/1.1\r\nHost: a.example\r\nhost: b.example\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("two Host lines alike", "GET /healthz HTTP/1.1\r\nHost: x\r\nHOST: x\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("two Host lines on HTTP/1.0", "GET /healthz HTTP/1.0\r\nHost: x\r\nHost: y\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("a Host with a space", "GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("a Host with user info", "GET /healthz HTTP/1.1\r\nHost: user@x\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("a Host with two ports", "GET /healthz HTTP/1.1\r\nHost: x:80:81\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("a Host whose port is not a number", "GET /healthz HTTP/1.1\r\nHost: x:http\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("a Host with a broken escape", "GET /healthz HTTP/1.1\r\nHost: x%2\r\n\r\n", names: "Host", reason: "host"),
+            MalformedRequest("an unclosed IPv6 Host", "GET /healthz HTTP/1.1\r\nHost: [::1\r\n\r\n", names: "Host", reason: "host"),
+            // A command's body is not read: the connection closes after the answer.
+            MalformedRequest(
+                "a command without Host",
+                "POST /v3/command HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+                names: "Host", reason: "host"),
             MalformedRequest(
                 "a header without a colon", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Client-Platform ios\r\n\r\n", names: "colon", reason: "invalid_character"),
             MalformedRequest(
@@ -207,7 +223,7 @@ struct OperationalEndpointTests {
             try await client.execute(uri: "/healthz", method: .get) { response in #expect(response.status == .ok) }
             let metrics = try await client.execute(uri: "/metrics", method: .get).text
             let counted = metrics.split(separator: "\n").filter { $0.hasPrefix("baton_http_refused_total{") }.map(String.init).sorted()
-            let reasons = ["chunk_size", "content_length", "head_too_large", "invalid_character", "other", "request_line", "truncated"]
+            let reasons = ["chunk_size", "content_length", "head_too_large", "host", "invalid_character", "other", "request_line", "truncated"]
             #expect(counted == reasons.map { "baton_http_refused_total{reason=\"\($0)\"} \($0 == request.reason ? 1 : 0)" })
         }
     }
@@ -225,6 +241,28 @@ struct OperationalEndpointTests {
             let answers = Loopback.Answer.all(answer)
             #expect(answers.map(\.statusCode) == [200, 200, 400], "\(text)")
             #expect(answers.last?.code == "invalid_request", "\(text)")
+        }
+    }
+
+    @Test("every valid Host is served (an HTTP/1.0 request may have none); a request without one is refused after the answers before it")
+    func hostHeader() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let valid = [
+                "x", "", "baton.example.com:8080", "127.0.0.1", "127.0.0.1:80", "[::1]", "[::1]:8080", "[fe80::1%25eth0]:1",
+                "xn--bcher-kva.example", "a%20b", "x:", "sub_domain.example~", "!$&'()*+,;=",
+            ]
+            let requests = valid.map { "GET /healthz HTTP/1.1\r\nHost: \($0)\r\n\r\n" } + ["GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"]
+            let refused = "GET /healthz HTTP/1.1\r\nConnection: keep-alive\r\n\r\n"
+            let behind = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            let answer = try #require(
+                await Loopback.exchange(port: port, sending: Array((requests.joined() + refused + behind).utf8)),
+                "no connection, or the server kept it open")
+            let answers = Loopback.Answer.all(answer)
+            // Each valid one served, then the refusal; nothing behind it is read.
+            #expect(answers.map(\.statusCode) == Array(repeating: 200, count: requests.count) + [400], "\(String(decoding: answer, as: UTF8.self))")
+            #expect(answers.last?.code == "invalid_request")
         }
     }
 

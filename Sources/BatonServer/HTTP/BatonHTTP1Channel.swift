@@ -4,9 +4,10 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
 
-/// Hummingbird's HTTP/1.1 channel with two handlers more, ``ConnectionPersistence`` and
-/// ``ExpectContinue``, placed between NIO's HTTP/1 decoder and `HTTP1ToHTTPServerCodec`: they
-/// need the request's HTTP version, which the conversion to `HTTPTypes` drops. Everything else
+/// Hummingbird's HTTP/1.1 channel with three handlers more, ``HostHeaderCheck``,
+/// ``ConnectionPersistence`` and ``ExpectContinue``, placed between NIO's HTTP/1 decoder and
+/// `HTTP1ToHTTPServerCodec`: they need the request's HTTP version, or all of its `Host` lines,
+/// which the conversion to `HTTPTypes` drops. Everything else
 /// is `HTTP1Channel`'s: its pipeline, its handlers (the `additionalChannelHandlers` of its
 /// configuration included) and its request loop.
 struct BatonHTTP1Channel: ServerChildChannel {
@@ -21,7 +22,8 @@ struct BatonHTTP1Channel: ServerChildChannel {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandlers([ConnectionPersistence(), ExpectContinue(bodyLimit: bodyLimit)], position: .before(codec))
+            try pipeline.addHandlers(
+                [HostHeaderCheck(), ConnectionPersistence(), ExpectContinue(bodyLimit: bodyLimit)], position: .before(codec))
             return value
         }
     }
@@ -39,6 +41,104 @@ extension HTTPServerBuilder {
         }
     }
 }
+
+/// Refuses a request without the one `Host` header HTTP/1.1 asks for: RFC 9112 §3.2 has a
+/// server answer `400` to an HTTP/1.1 request that has none, and to any request with more than
+/// one `Host` line or a value that is not `host[:port]`. The conversion to `HTTPTypes` takes the
+/// first `Host` as the request's authority and keeps the others as plain fields, so without
+/// this a request whose two `Host` lines a proxy in front read one way was served the other
+/// (a classic way to slip a request past a proxy's rules or into a cache under another name).
+///
+/// The refusal travels as NIO's own parser errors do (`HTTPParserError.invalidHost`, which
+/// NIO's decoder itself never raises): Hummingbird answers `400` and closes the connection
+/// after the answers before it, and ``MalformedRequestEnvelope`` gives that answer the envelope
+/// and counts it under `host`. Nothing the client sends after the refused head is read. An
+/// HTTP/1.0 request may leave `Host` out; an empty value is allowed (RFC 9112 §3.2: a target
+/// without an authority).
+final class HostHeaderCheck: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    private var refused = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refused else { return }
+        if case .head(let head) = unwrapInboundIn(data), !Self.isAcceptable(head) {
+            refused = true
+            context.fireErrorCaught(HTTPParserError.invalidHost)
+            return
+        }
+        context.fireChannelRead(data)
+    }
+
+    /// One `Host` line holding a valid value, or none on an HTTP/1.0 request.
+    static func isAcceptable(_ head: HTTPRequestHead) -> Bool {
+        var host: String?
+        // Compared byte by byte, folding case: a head's fields are read for every request.
+        for field in head.headers where field.name.utf8.elementsEqual("host".utf8, by: { $0 | 0x20 == $1 }) {
+            guard host == nil else { return false }
+            host = field.value
+        }
+        guard let host else { return head.version.major == 1 && head.version.minor == 0 }
+        return isValidHost(host)
+    }
+
+    /// `uri-host [":" port]` (RFC 9112 §3.2, RFC 3986 §3.2.2–3.2.3): an IP literal in brackets
+    /// or a name of unreserved characters, sub-delims and percent-escapes, then digits after a
+    /// colon. Empty is valid. No user info, spaces or a second colon outside the brackets.
+    static func isValidHost(_ value: String) -> Bool {
+        var bytes = value.utf8[...]
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
+            let literal = bytes[bytes.index(after: bytes.startIndex)..<close]
+            // IPv6 (with a zone's `%25`) or a future form: unreserved, sub-delims, colons.
+            guard !literal.isEmpty, literal.allSatisfy({ isNameByte($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "%") })
+            else { return false }
+            bytes = bytes[bytes.index(after: close)...]
+        } else {
+            let nameEnd = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.endIndex
+            let name = bytes[..<nameEnd]
+            var index = name.startIndex
+            while index < name.endIndex {
+                let byte = name[index]
+                if byte == UInt8(ascii: "%") {
+                    // A percent-escape: two hex digits.
+                    let digits = name[name.index(after: index)...].prefix(2)
+                    guard digits.count == 2, digits.allSatisfy(isHexDigit) else { return false }
+                    index = name.index(index, offsetBy: 3)
+                    continue
+                }
+                guard isNameByte(byte) else { return false }
+                index = name.index(after: index)
+            }
+            bytes = bytes[nameEnd...]
+        }
+        guard let colon = bytes.first else { return true }
+        return colon == UInt8(ascii: ":") && bytes.dropFirst().allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
+    /// Unreserved characters and sub-delims (RFC 3986 §2.2–2.3).
+    private static func isNameByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): true
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="):
+            true
+        default: false
+        }
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
+        default: false
+        }
+    }
+}
+
+@available(*, unavailable)
+extension HostHeaderCheck: Sendable {}
 
 /// Says in each request's `Connection` header, in the one spelling the handlers after it read,
 /// whether the client keeps the connection after the answer (RFC 9112 §9.3).

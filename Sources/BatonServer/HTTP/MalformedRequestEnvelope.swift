@@ -8,7 +8,8 @@ import NIOHTTPTypes
 /// Gives the HTTP parser's own refusal the error envelope every other error has.
 ///
 /// When NIO's parser refuses a request (a control character or no colon in a header, a head
-/// over the decoder's limits, a `Content-Length` or chunk size that is not a number), the
+/// over the decoder's limits, a `Content-Length` or chunk size that is not a number), or
+/// ``HostHeaderCheck`` refuses its `Host` header, the
 /// refusal travels up the pipeline as an `HTTPParserError` and Hummingbird answers it with a
 /// bare `400` (`Connection: close`, `Content-Length: 0`), then closes the connection. That
 /// happens before the router for a broken head, and inside the route for a broken body
@@ -64,6 +65,9 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
         case contentLength = "content_length"
         case chunkSize = "chunk_size"
         case requestLine = "request_line"
+        /// No `Host` on an HTTP/1.1 request, more than one, or one that is not `host[:port]`
+        /// (``HostHeaderCheck``).
+        case host
         /// The client closed its side before the head or body was complete (a cancelled upload).
         case truncated
         case other
@@ -81,7 +85,9 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
             (.contentLength, "the Content-Length header is not a single whole number")
         case .invalidChunkSize:
             (.chunkSize, "a chunk of the body does not start with a valid size")
-        case .invalidMethod, .invalidURL, .invalidVersion, .invalidHost, .invalidPort, .invalidPath, .invalidConstant:
+        case .invalidHost:
+            (.host, "the request needs exactly one Host header holding host[:port] (an HTTP/1.0 request may have none)")
+        case .invalidMethod, .invalidURL, .invalidVersion, .invalidPort, .invalidPath, .invalidConstant:
             (.requestLine, "the request line is not METHOD /path HTTP/1.1")
         case .invalidEOFState:
             (.truncated, "the request ended before its head or body was complete")
