@@ -17,6 +17,14 @@ import Synchronization
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
+///
+/// A place whose connection cannot be opened while others are open (the server allows fewer
+/// connections than `maxConnections`: "too many clients already", a role's connection limit;
+/// or a password changed under running connections) rests, and its caller waits for one of the
+/// open connections instead of failing: the pool serves on what the server grants. A resting
+/// place is tried again after a pause that doubles with each failure, from
+/// ``firstRest`` to ``longestRest``. With no connection open, a failure to open one fails the
+/// call at once, as before.
 public final class PostgresPool: Sendable {
     /// How the pool connects and how long callers wait.
     public struct Configuration: Sendable {
@@ -77,6 +85,10 @@ public final class PostgresPool: Sendable {
         public var deadlineExpiries: Int = 0
         /// Whether the pool fails fast because the database went silent (a probe runs).
         public var isFailingFast: Bool = false
+        /// Attempts to open a connection that failed (refused by the server, or unreachable).
+        public var connectFailures: Int = 0
+        /// Places resting after their connection could not be opened while others were open.
+        public var resting: Int = 0
     }
 
     private struct State: ~Copyable {
@@ -89,6 +101,11 @@ public final class PostgresPool: Sendable {
         var closed = false
         var connectionsOpened = 0
         var connectionsDiscarded = 0
+        var connectFailures = 0
+        /// Connections being opened.
+        var connecting = 0
+        /// Places whose connection could not be opened, each until its pause ends (see `rest`).
+        var resting: [Slot] = []
         var acquireTimeouts = 0
         var deadlineExpiries = 0
         /// Set when a running call's deadline passed: new calls fail fast until a probe connects.
@@ -125,13 +142,22 @@ public final class PostgresPool: Sendable {
     public let configuration: Configuration
     private let state = Mutex(State())
     private let acquireObserver: (@Sendable (Duration) -> Void)?
+    private let restObserver: (@Sendable (PostgresError) -> Void)?
     private let timerLoop: any EventLoop
 
     /// Creates a pool. Connections are opened lazily, on first use.
-    /// - Parameter acquireObserver: called with how long each body waited for a connection.
-    public init(configuration: Configuration, acquireObserver: (@Sendable (Duration) -> Void)? = nil) {
+    /// - Parameters:
+    ///   - acquireObserver: called with how long each body waited for a connection.
+    ///   - restObserver: called with why a connection could not be opened when its place rests
+    ///     (the caller waits for another and does not hear of it; a caller that gets the error
+    ///     is not reported here).
+    public init(
+        configuration: Configuration, acquireObserver: (@Sendable (Duration) -> Void)? = nil,
+        restObserver: (@Sendable (PostgresError) -> Void)? = nil
+    ) {
         self.configuration = configuration
         self.acquireObserver = acquireObserver
+        self.restObserver = restObserver
         self.timerLoop = MultiThreadedEventLoopGroup.singleton.next()
         let loops = Self.loops
         let slots = (0..<configuration.maxConnections).map { Slot(loop: loops[$0 % loops.count]) }
@@ -144,7 +170,8 @@ public final class PostgresPool: Sendable {
             Statistics(
                 open: $0.open, idle: $0.open - min($0.open, $0.busy), inUse: $0.busy, waiters: $0.waiters.count,
                 connectionsOpened: $0.connectionsOpened, connectionsDiscarded: $0.connectionsDiscarded,
-                acquireTimeouts: $0.acquireTimeouts, deadlineExpiries: $0.deadlineExpiries, isFailingFast: $0.silentSince != nil)
+                acquireTimeouts: $0.acquireTimeouts, deadlineExpiries: $0.deadlineExpiries, isFailingFast: $0.silentSince != nil,
+                connectFailures: $0.connectFailures, resting: $0.resting.count)
         }
     }
 
@@ -164,9 +191,17 @@ public final class PostgresPool: Sendable {
         let deadline = ContinuousClock.now + limit
         // The caller's event loop, before waiting for a connection may move it to another.
         let home = MultiThreadedEventLoopGroup.currentEventLoop
-        let slot = try await acquire(deadline: deadline, home: home)
+        var slot = try await acquire(deadline: deadline, home: home)
         let result = await Result {
-            try await withTaskExecutorPreference(slot.loop) { try await run(body, on: slot, deadline: deadline, limit: limit) }
+            while true {
+                let leased = slot
+                do {
+                    return try await withTaskExecutorPreference(leased.loop) { try await run(body, on: leased, deadline: deadline, limit: limit) }
+                } catch is SlotRests {
+                    // Its connection could not be opened while others are open: wait for one of them.
+                    slot = try await acquire(deadline: deadline, home: home)
+                }
+            }
         }
         // Back to the caller's thread, unless the body ran there: code after the body must not
         // hold up the connection's loop when that is not the caller's. When the caller came from
@@ -397,10 +432,19 @@ public final class PostgresPool: Sendable {
             } else {
                 connection = try await connect(on: loop, call: call)
                 slot.connection = connection
+                state.withLock { _ in slot.failures = 0 }
             }
         } catch {
+            if call.expired {
+                release(slot)
+                throw timedOut()
+            }
+            if rest(slot) {
+                restObserver?(error as? PostgresError ?? PostgresError(code: .connectionFailed, message: "\(error)"))
+                throw SlotRests()
+            }
             release(slot)
-            throw call.expired ? timedOut() : error
+            throw error
         }
         call.connection = connection
         let result = await Result { try await body(connection) }
@@ -455,6 +499,39 @@ public final class PostgresPool: Sendable {
         }
     }
 
+    /// The first pause of a place whose connection could not be opened, and the longest.
+    static let firstRest = Duration.seconds(1)
+    static let longestRest = Duration.seconds(30)
+
+    /// Sets `slot` aside after its connection could not be opened, if another connection is
+    /// open or being opened (there is one to wait for); it comes back after its pause. Returns
+    /// false, and leaves the slot to its caller, when there is none.
+    private func rest(_ slot: Slot) -> Bool {
+        let pause = state.withLock { state -> Duration? in
+            state.connectFailures += 1
+            guard !state.closed, state.open > 0 || state.connecting > 0 else { return nil }
+            slot.failures += 1
+            state.busy -= 1
+            state.resting.append(slot)
+            return min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5)))
+        }
+        guard let pause else { return false }
+        timerLoop.scheduleTask(in: TimeAmount(pause)) { self.endRest(slot) }
+        return true
+    }
+
+    /// A resting place's pause is over: it is leased again like one given back. (Only this
+    /// takes a place out of `resting`, once per rest.)
+    private func endRest(_ slot: Slot) {
+        let back = state.withLock { state -> Bool in
+            guard let index = state.resting.firstIndex(where: { $0 === slot }) else { return false }
+            state.resting.remove(at: index)
+            state.busy += 1
+            return true
+        }
+        if back { release(slot) }
+    }
+
     private func discard(_ slot: Slot) {
         guard slot.connection != nil else { return }
         slot.connection = nil
@@ -465,6 +542,7 @@ public final class PostgresPool: Sendable {
     /// deadline can answer first, in which case the late connection is closed.
     private func connect(on loop: any DatabaseLoop, call: CallState) async throws -> PostgresConnection {
         let configuration = configuration
+        state.withLock { $0.connecting += 1 }
         let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
             call.connecting = continuation
             startThread(named: "baton-db-conn") {
@@ -478,9 +556,15 @@ public final class PostgresPool: Sendable {
                 }
             }
         }
-        let connection = try opened.get()
-        try await loop.bind(connection)
-        state.withLock { $0.open += 1; $0.connectionsOpened += 1 }
+        let connection: PostgresConnection
+        do {
+            connection = try opened.get()
+            try await loop.bind(connection)
+        } catch {
+            state.withLock { $0.connecting -= 1 }
+            throw error
+        }
+        state.withLock { $0.connecting -= 1; $0.open += 1; $0.connectionsOpened += 1 }
         return connection
     }
 
@@ -525,9 +609,15 @@ private final class Slot: @unchecked Sendable {
     /// Ends the connection's read-only snapshot if nobody leases it in time (see `finish`);
     /// set and cancelled on the loop.
     var snapshotTimer: Int?
+    /// Failures to open a connection in a row (the next pause doubles with each); under the
+    /// pool's lock.
+    var failures = 0
 
     init(loop: any DatabaseLoop) { self.loop = loop }
 }
+
+/// Thrown by `run` when its slot rests: the caller leases another.
+private struct SlotRests: Error {}
 
 /// A caller waiting for a free slot.
 private struct Waiter {

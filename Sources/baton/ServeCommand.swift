@@ -12,6 +12,7 @@ import Hummingbird
 import Logging
 import Metrics
 import Prometheus
+import Synchronization
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -71,8 +72,10 @@ struct ServeCommand: AsyncParsableCommand {
 
         let database: Database
         do { database = try Database.open(configuration, logger: logger) } catch { fail(error) }
+        let refusals = RefusedConnections(logger: logger)
         let pool = PostgresPool(
-            configuration: configuration.poolConfiguration(conninfo: database.conninfo), acquireObserver: metrics.poolAcquireObserver)
+            configuration: configuration.poolConfiguration(conninfo: database.conninfo), acquireObserver: metrics.poolAcquireObserver,
+            restObserver: { refusals.record($0) })
         let migrator: Migrator
         do {
             migrator = try Migrator(directory: URL(fileURLWithPath: configuration.migrationsDirectory))
@@ -80,6 +83,7 @@ struct ServeCommand: AsyncParsableCommand {
                 let applied = try await migrator.migrate(on: pool) { logger.info("\($0)") }
                 logger.info("migrations current", metadata: ["applied_now": .stringConvertible(applied.count)])
             }
+            try await warnIfPoolExceedsServer(pool, logger: logger)
         } catch {
             await pool.close()
             try? database.embedded?.stop()
@@ -195,4 +199,44 @@ func signingKeys(_ configuration: BatonConfiguration, embedded: Bool, logger: Lo
     }
     logger.notice("generated a development signing key", metadata: ["file": .string(file.path)])
     return try PayloadSigner(configuration: line)
+}
+
+/// Says at start when the pool may ask for more connections than the server lets its role
+/// hold: the connections past that are refused ("too many clients already"), and the pool then
+/// serves on those it got (its other places rest and are tried again now and then).
+private func warnIfPoolExceedsServer(_ pool: PostgresPool, logger: Logger) async throws {
+    let allowance = try await pool.withConnection { try await ConnectionAllowance.read(on: $0) }
+    let size = pool.configuration.maxConnections
+    guard allowance.allowed < size else { return }
+    logger.warning(
+        "the database allows fewer connections than the pool's size; the pool will serve on those it gets",
+        metadata: [
+            "pool_size": .stringConvertible(size), "allowed": .stringConvertible(allowance.allowed), "limit": .string(allowance.limit),
+            "fix": "lower database.pool.size (DATABASE_POOL_SIZE), or raise the limit; replicas × pool size must fit as well",
+        ])
+}
+
+/// Logs the connections the pool could not open while it had others (it serves on those, so
+/// no request fails and the error middleware says nothing): the first at once, then at most a
+/// line every 10 s with how many there were since.
+private final class RefusedConnections: Sendable {
+    private let logger: Logger
+    private let state = Mutex<(lastLine: ContinuousClock.Instant?, unsaid: Int)>((nil, 0))
+    static let interval = Duration.seconds(10)
+
+    init(logger: Logger) { self.logger = logger }
+
+    func record(_ error: PostgresError) {
+        let count = state.withLock { state -> Int? in
+            state.unsaid += 1
+            let now = ContinuousClock.now
+            if let last = state.lastLine, now - last < Self.interval { return nil }
+            defer { state = (now, 0) }
+            return state.unsaid
+        }
+        guard let count else { return }
+        logger.warning(
+            "a database connection could not be opened; serving on the open ones",
+            metadata: ["reason": .string(String(error.message.prefix(500))), "failures": .stringConvertible(count)])
+    }
 }

@@ -326,6 +326,60 @@ struct PoolTests {
         #expect(pool.statistics.open == 0)
     }
 
+    @Test("a pool larger than the server allows serves every caller on the connections it gets; the places it cannot open rest, then are tried again")
+    func moreConnectionsThanTheServerAllows() async throws {
+        // The server refuses a third connection of this role ("too many connections for role",
+        // SQLSTATE 53300), as it refuses any past max_connections.
+        let conninfo = try await TestDatabase.make()
+        let role = "limited_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        let admin = PostgresPool(configuration: .administrative(conninfo: conninfo))
+        defer { Task { await admin.close() } }
+        try await admin.withConnection { try await $0.execute("CREATE ROLE \(role) LOGIN CONNECTION LIMIT 2") }
+        let pool = PostgresPool(
+            configuration: .init(
+                conninfo: try Conninfo.replacing(conninfo, with: ["user": String(role)]), maxConnections: 6,
+                acquireTimeout: .seconds(30), callTimeout: Self.callTimeout))
+        defer { Task { await pool.close() } }
+        // What the server allows each: the role's limit; a superuser, max_connections.
+        let allowance = try await pool.withConnection { try await ConnectionAllowance.read(on: $0) }
+        #expect(allowance.allowed == 2 && allowance.limit == "the role's CONNECTION LIMIT 2", "\(allowance)")
+        let superuser = try await admin.withConnection { try await ConnectionAllowance.read(on: $0) }
+        let maxConnections = try await admin.query("SHOW max_connections")[0].decode(String.self, at: 0)
+        #expect(superuser.allowed == Int(maxConnections) && superuser.limit.contains("superuser"), "\(superuser)")
+        // Callers at once, each holding its connection a moment: more than the two connections.
+        let failures = await withTaskGroup(of: String?.self) { group in
+            for _ in 0..<24 {
+                group.addTask {
+                    do {
+                        _ = try await pool.query("SELECT pg_sleep(0.02)")
+                        return nil
+                    } catch {
+                        return "\(error)"
+                    }
+                }
+            }
+            return await group.reduce(into: [String]()) { if let failure = $1 { $0.append(failure) } }
+        }
+        #expect(failures.isEmpty, "\(failures.count) of 24 failed: \(failures.first ?? "")")
+        #expect(pool.statistics.open == 2, "the pool holds what the server granted")
+        #expect(pool.statistics.connectFailures > 0 && pool.statistics.resting > 0, "\(pool.statistics)")
+        // A place freed on the server is taken again once a resting place is tried: here, the
+        // limit raised while the pool is busy.
+        try await admin.withConnection { try await $0.execute("ALTER ROLE \(role) CONNECTION LIMIT 6") }
+        try await Task.sleep(for: .seconds(3))
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<24 { group.addTask { _ = try? await pool.query("SELECT pg_sleep(0.05)") } }
+        }
+        #expect(pool.statistics.open > 2, "places that rested were opened again")
+        // With no connection at all to wait for, a refusal still fails fast.
+        let alone = PostgresPool(
+            configuration: .init(conninfo: try Conninfo.replacing(conninfo, with: ["user": "no_such_role_here"]), maxConnections: 2))
+        defer { Task { await alone.close() } }
+        let error = await #expect(throws: PostgresError.self) { try await alone.query("SELECT 1") }
+        #expect(error?.code == .connectionFailed)
+        #expect(error?.message.contains("no_such_role_here") == true, "\(error?.message ?? "")")
+    }
+
     @Test("a closed pool refuses work with poolClosed")
     func closed() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: Self.callTimeout))

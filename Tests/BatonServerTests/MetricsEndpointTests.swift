@@ -24,6 +24,8 @@ struct MetricsEndpointTests {
                 #expect(text.contains("# HELP baton_db_pool_connections "))
                 #expect(text.contains(#"baton_db_pool_connections{state="idle"}"#))
                 #expect(text.contains("baton_db_pool_acquire_duration_seconds_count"))
+                #expect(text.contains("\nbaton_db_pool_resting 0"), "no place rests while the server grants every connection")
+                #expect(text.contains("\nbaton_db_pool_connect_failures_total 0"))
                 #expect(text.contains(#"baton_build_info{version=""#))
                 // The database loops' working time, per loop: the readiness check above ran on one.
                 if ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] != "0" {

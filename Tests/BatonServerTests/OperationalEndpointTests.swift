@@ -52,9 +52,11 @@ struct OperationalEndpointTests {
         }
     }
 
-    @Test("an unreachable database answers 503 with Retry-After, never 500")
+    @Test("an unreachable database answers 503 with Retry-After, never 500; the log says libpq's reason")
     func databaseDown() async throws {
-        let environment = try await TestApplication.environment(conninfo: "host=127.0.0.1 port=1 connect_timeout=1 dbname=x")
+        var environment = try await TestApplication.environment(conninfo: "host=127.0.0.1 port=1 connect_timeout=1 dbname=x")
+        let log = LogCapture()
+        environment.logger = log.logger()
         let app = buildApplication(environment)
         try await app.test(.router) { client in
             try await client.execute(uri: "/readyz", method: .get) { response in
@@ -69,7 +71,15 @@ struct OperationalEndpointTests {
             try await client.execute(uri: "/healthz", method: .get) { response in
                 #expect(response.status == .ok)
             }
+            // Each failed attempt to connect is counted.
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            let failures = metrics.split(separator: "\n").first { $0.hasPrefix("baton_db_pool_connect_failures_total ") }
+            #expect(failures.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 >= 1 } == true, "\(failures ?? "no series")")
         }
+        // An operator reads why: libpq's message, not only the error's kind.
+        let unavailable = log.lines.filter { $0.message == "database unavailable" }
+        #expect(!unavailable.isEmpty)
+        #expect(unavailable.allSatisfy { $0.metadata["reason"]?.contains("refused") == true }, "\(unavailable.map(\.metadata))")
     }
 
     @Test("unknown paths are 404 and wrong methods 405 with Allow, both as envelopes")

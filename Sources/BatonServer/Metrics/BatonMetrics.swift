@@ -44,6 +44,8 @@ public final class BatonMetrics: Sendable {
         static var poolOpened: Family { Family(namespace: "baton", metricName: "db_pool_connections_opened", unitName: "total", helpText: "Database connections opened, replacements included.") }
         static var poolDiscarded: Family { Family(namespace: "baton", metricName: "db_pool_connections_discarded", unitName: "total", helpText: "Database connections found broken and discarded.") }
         static var databaseLoopBusy: Family { Family(namespace: "baton", metricName: "db_loop_busy_seconds", unitName: "total", helpText: "Time each database loop's thread spent working rather than waiting for sockets; a rate near 1 means the loop is saturated.") }
+        static var poolConnectFailures: Family { Family(namespace: "baton", metricName: "db_pool_connect_failures", unitName: "total", helpText: "Attempts to open a database connection that failed (refused by the server, or unreachable).") }
+        static var poolResting: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "resting", helpText: "Pool places whose connection the server refused while others were open; each waits before trying again (the server allows fewer connections than database.pool.size).") }
         static var poolTimeouts: Family { Family(namespace: "baton", metricName: "db_pool_acquire_timeouts", unitName: "total", helpText: "Checkouts that gave up waiting for a free database connection.") }
         static var commands: Family { Family(namespace: "baton", metricName: "commands", unitName: "total", helpText: "Commands answered, by flow and outcome (done, refresh, input, screen, error, replayed, stale, invalid).") }
         static var commandDuration: Family { Family(namespace: "baton", metricName: "command_duration", unitName: "seconds", helpText: "Time to answer a command, by flow: payload check, transaction, effects, encoding.") }
@@ -138,6 +140,7 @@ public final class BatonMetrics: Sendable {
         gauge(Families.poolConnections, [("state", "idle")]).set(to: Double(statistics.idle))
         gauge(Families.poolWaiters).set(to: Double(statistics.waiters))
         gauge(Families.poolMax).set(to: Double(maxConnections))
+        gauge(Families.poolResting).set(to: Double(statistics.resting))
         // The pool keeps running totals; counters only move forward, by the difference.
         let previous = poolSnapshot.withLock { snapshot in
             defer { snapshot = statistics }
@@ -150,6 +153,7 @@ public final class BatonMetrics: Sendable {
         advance(Families.poolOpened, statistics.connectionsOpened, previous?.connectionsOpened)
         advance(Families.poolDiscarded, statistics.connectionsDiscarded, previous?.connectionsDiscarded)
         advance(Families.poolTimeouts, statistics.acquireTimeouts, previous?.acquireTimeouts)
+        advance(Families.poolConnectFailures, statistics.connectFailures, previous?.connectFailures)
     }
 
     /// Copies the database loops' working time into counters (called when `/metrics` is

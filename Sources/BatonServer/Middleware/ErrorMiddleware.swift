@@ -48,7 +48,11 @@ public struct ErrorMiddleware: RouterMiddleware {
             if error.kind == .rateLimited { metrics?.recordRateLimited(error.limit?.name ?? "other") }
             return APIError(commandError: error)
         case let error as PostgresError where error.isUnavailable:
-            context.logger.warning("database unavailable", metadata: ["error": "\(error.code)", "sqlstate": .string(error.sqlState ?? "")])
+            // libpq's own words say why ("too many clients already", "password authentication
+            // failed", "Connection refused"); the client hears only that it may try again.
+            context.logger.warning(
+                "database unavailable",
+                metadata: ["error": "\(error.code)", "sqlstate": .string(error.sqlState ?? ""), "reason": .string(String(error.message.prefix(500)))])
             return .unavailable("the database is unreachable; try again shortly")
         case let error as HTTPError:
             switch error.status {
