@@ -1,7 +1,8 @@
 /// How many connections the server lets the pool's role open to its database, from the
 /// server's settings: `max_connections` less the slots reserved for superusers (and, from
-/// PostgreSQL 16, for `pg_use_reserved_connections`), the role's `CONNECTION LIMIT` and the
-/// database's. Superusers are held to `max_connections` alone.
+/// PostgreSQL 16, for `pg_use_reserved_connections`, which a member of that role may use after
+/// all), the `CONNECTION LIMIT` of the role that logs in (`session_user`, as the server counts)
+/// and the database's. Superusers are held to `max_connections` alone.
 ///
 /// It is an upper bound: every other client of the server (other replicas, other
 /// applications, `psql`) counts against the same limits.
@@ -22,7 +23,7 @@ public struct ConnectionAllowance: Sendable, Equatable, CustomStringConvertible 
                    current_setting('superuser_reserved_connections')::int + COALESCE(current_setting('reserved_connections', true)::int, 0),
                    r.rolsuper, r.rolconnlimit, d.datconnlimit
             FROM pg_roles r, pg_database d
-            WHERE r.rolname = current_user AND d.datname = current_database()
+            WHERE r.rolname = session_user AND d.datname = current_database()
             """)[0]
         let maxConnections = try row.decode(Int.self, at: 0)
         let reserved = try row.decode(Int.self, at: 1)

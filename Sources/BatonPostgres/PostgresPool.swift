@@ -73,6 +73,8 @@ public final class PostgresPool: Sendable {
         public var idle: Int
         /// Connections leased to a body.
         public var inUse: Int
+        /// Connections being opened for a body (leased, not yet open).
+        public var connecting: Int = 0
         /// Bodies waiting for a free connection.
         public var waiters: Int
         /// Connections opened since the pool started (replacements included).
@@ -168,7 +170,8 @@ public final class PostgresPool: Sendable {
     public var statistics: Statistics {
         state.withLock {
             Statistics(
-                open: $0.open, idle: $0.open - min($0.open, $0.busy), inUse: $0.busy, waiters: $0.waiters.count,
+                open: $0.open, idle: max(0, $0.open - ($0.busy - $0.connecting)), inUse: max(0, $0.busy - $0.connecting),
+                connecting: $0.connecting, waiters: $0.waiters.count,
                 connectionsOpened: $0.connectionsOpened, connectionsDiscarded: $0.connectionsDiscarded,
                 acquireTimeouts: $0.acquireTimeouts, deadlineExpiries: $0.deadlineExpiries, isFailingFast: $0.silentSince != nil,
                 connectFailures: $0.connectFailures, resting: $0.resting.count)
@@ -198,8 +201,10 @@ public final class PostgresPool: Sendable {
                 do {
                     return try await withTaskExecutorPreference(leased.loop) { try await run(body, on: leased, deadline: deadline, limit: limit) }
                 } catch is SlotRests {
-                    // Its connection could not be opened while others are open: wait for one of them.
-                    slot = try await acquire(deadline: deadline, home: home)
+                    // Its connection could not be opened while others are open: wait for one of
+                    // them, at the head of the queue (it has waited its turn already).
+                    try Task.checkCancellation()
+                    slot = try await acquire(deadline: deadline, home: home, atHead: true)
                 }
             }
         }
@@ -271,7 +276,8 @@ public final class PostgresPool: Sendable {
 
     // MARK: - Leases
 
-    private func acquire(deadline: ContinuousClock.Instant, home: (any EventLoop)?) async throws -> Slot {
+    /// - Parameter atHead: queue at the head, not the tail, if no place is free.
+    private func acquire(deadline: ContinuousClock.Instant, home: (any EventLoop)?, atHead: Bool = false) async throws -> Slot {
         let started = ContinuousClock.now
         enum First { case slot(Slot), wait(Int) }
         let first = try state.withLock { state -> First in
@@ -293,7 +299,7 @@ public final class PostgresPool: Sendable {
         case .wait(let id):
             let slot = try await withTaskCancellationHandler {
                 try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Slot, any Error>) in
-                    wait(id: id, continuation: continuation, deadline: deadline, home: home)
+                    wait(id: id, continuation: continuation, deadline: deadline, home: home, atHead: atHead)
                 }
             } onCancel: {
                 if let waiter = removeWaiter(id) {
@@ -305,7 +311,9 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    private func wait(id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant, home: (any EventLoop)?) {
+    private func wait(
+        id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant, home: (any EventLoop)?, atHead: Bool
+    ) {
         // The acquire timeout or the call's deadline, whichever is first.
         let acquireBy = ContinuousClock.now + configuration.acquireTimeout
         let byDeadline = deadline < acquireBy
@@ -318,7 +326,8 @@ public final class PostgresPool: Sendable {
                 state.busy += 1
                 return .slot(slot)
             }
-            state.waiters.append(Waiter(id: id, continuation: continuation, due: due, byDeadline: byDeadline, home: home))
+            let waiter = Waiter(id: id, continuation: continuation, due: due, byDeadline: byDeadline, home: home)
+            if atHead { state.waiters.prepend(waiter) } else { state.waiters.append(waiter) }
             guard state.sweepDue.map({ due < $0 }) ?? true else { return .queued(armSweep: false) }
             state.sweepDue = due
             return .queued(armSweep: true)
@@ -520,16 +529,21 @@ public final class PostgresPool: Sendable {
         return true
     }
 
-    /// A resting place's pause is over: it is leased again like one given back. (Only this
-    /// takes a place out of `resting`, once per rest.)
+    /// A resting place's pause is over: the first waiter tries it, or it goes back to the idle
+    /// list behind the places that have a connection, so that it is tried only when they are
+    /// all taken. (Only this takes a place out of `resting`, once per rest.)
     private func endRest(_ slot: Slot) {
-        let back = state.withLock { state -> Bool in
-            guard let index = state.resting.firstIndex(where: { $0 === slot }) else { return false }
+        let waiter = state.withLock { state -> Waiter? in
+            guard let index = state.resting.firstIndex(where: { $0 === slot }) else { return nil }
             state.resting.remove(at: index)
+            guard !state.waiters.isEmpty else {
+                state.idle.insert(slot, at: 0)
+                return nil
+            }
             state.busy += 1
-            return true
+            return state.waiters.removeFirst()
         }
-        if back { release(slot) }
+        waiter?.continuation.resume(returning: slot)
     }
 
     private func discard(_ slot: Slot) {
@@ -581,7 +595,9 @@ public final class PostgresPool: Sendable {
     }
 
     /// While the pool fails fast, tries a fresh connection every half second; the first that
-    /// gets an answer ends fail-fast.
+    /// gets an answer ends fail-fast. A connection the server refuses (`FATAL:  sorry, too many
+    /// clients already`) is an answer too: a server at its connection limit is not silent, and
+    /// the pool's own connections then serve.
     private func probeUntilAnswered() {
         var probeLimits = configuration.limits
         probeLimits.connect = .seconds(2)
@@ -589,9 +605,16 @@ public final class PostgresPool: Sendable {
         let conninfo = configuration.conninfo
         startThread(named: "baton-db-probe") { [self] in
             while !state.withLock({ $0.closed }) {
-                if let connection = try? PostgresConnection(conninfo: conninfo, limits: limits),
-                    (try? connection.query("SELECT 1")) != nil
-                {
+                let answered: Bool
+                do {
+                    let connection = try PostgresConnection(conninfo: conninfo, limits: limits)
+                    answered = (try? connection.query("SELECT 1")) != nil
+                } catch let error as PostgresError {
+                    answered = error.message.contains("FATAL:")
+                } catch {
+                    answered = false
+                }
+                if answered {
                     state.withLock { $0.silentSince = nil }
                     return
                 }

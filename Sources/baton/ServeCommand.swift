@@ -83,7 +83,7 @@ struct ServeCommand: AsyncParsableCommand {
                 let applied = try await migrator.migrate(on: pool) { logger.info("\($0)") }
                 logger.info("migrations current", metadata: ["applied_now": .stringConvertible(applied.count)])
             }
-            try await warnIfPoolExceedsServer(pool, logger: logger)
+            await warnIfPoolExceedsServer(pool, logger: logger)
         } catch {
             await pool.close()
             try? database.embedded?.stop()
@@ -204,8 +204,15 @@ func signingKeys(_ configuration: BatonConfiguration, embedded: Bool, logger: Lo
 /// Says at start when the pool may ask for more connections than the server lets its role
 /// hold: the connections past that are refused ("too many clients already"), and the pool then
 /// serves on those it got (its other places rest and are tried again now and then).
-private func warnIfPoolExceedsServer(_ pool: PostgresPool, logger: Logger) async throws {
-    let allowance = try await pool.withConnection { try await ConnectionAllowance.read(on: $0) }
+/// A check only: when the limits cannot be read, the start goes on.
+private func warnIfPoolExceedsServer(_ pool: PostgresPool, logger: Logger) async {
+    let allowance: ConnectionAllowance
+    do {
+        allowance = try await pool.withConnection { try await ConnectionAllowance.read(on: $0) }
+    } catch {
+        logger.debug("could not read the database's connection limits", metadata: ["error": "\(error)"])
+        return
+    }
     let size = pool.configuration.maxConnections
     guard allowance.allowed < size else { return }
     logger.warning(

@@ -346,7 +346,11 @@ struct PoolTests {
         let superuser = try await admin.withConnection { try await ConnectionAllowance.read(on: $0) }
         let maxConnections = try await admin.query("SHOW max_connections")[0].decode(String.self, at: 0)
         #expect(superuser.allowed == Int(maxConnections) && superuser.limit.contains("superuser"), "\(superuser)")
+        // One connection first: PostgreSQL counts a role's connections loosely, and backends
+        // starting at the same moment may all be refused. With one open, every refusal rests.
+        _ = try await pool.query("SELECT 1")
         // Callers at once, each holding its connection a moment: more than the two connections.
+        let burst = ContinuousClock.now
         let failures = await withTaskGroup(of: String?.self) { group in
             for _ in 0..<24 {
                 group.addTask {
@@ -361,16 +365,21 @@ struct PoolTests {
             return await group.reduce(into: [String]()) { if let failure = $1 { $0.append(failure) } }
         }
         #expect(failures.isEmpty, "\(failures.count) of 24 failed: \(failures.first ?? "")")
-        #expect(pool.statistics.open == 2, "the pool holds what the server granted")
-        #expect(pool.statistics.connectFailures > 0 && pool.statistics.resting > 0, "\(pool.statistics)")
+        #expect((1...2).contains(pool.statistics.open), "the pool holds what the server granted: \(pool.statistics)")
+        #expect(pool.statistics.connectFailures > 0, "\(pool.statistics)")
+        // The refused places rest 1 s at first: if the burst took less, some still do.
+        if ContinuousClock.now - burst < .milliseconds(900) { #expect(pool.statistics.resting > 0, "\(pool.statistics)") }
         // A place freed on the server is taken again once a resting place is tried: here, the
         // limit raised while the pool is busy.
         try await admin.withConnection { try await $0.execute("ALTER ROLE \(role) CONNECTION LIMIT 6") }
-        try await Task.sleep(for: .seconds(3))
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<24 { group.addTask { _ = try? await pool.query("SELECT pg_sleep(0.05)") } }
+        let raised = ContinuousClock.now
+        while pool.statistics.open <= 2, ContinuousClock.now - raised < .seconds(40) {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<24 { group.addTask { _ = try? await pool.query("SELECT pg_sleep(0.05)") } }
+            }
+            try await Task.sleep(for: .milliseconds(500))
         }
-        #expect(pool.statistics.open > 2, "places that rested were opened again")
+        #expect(pool.statistics.open > 2, "places that rested were opened again: \(pool.statistics)")
         // With no connection at all to wait for, a refusal still fails fast.
         let alone = PostgresPool(
             configuration: .init(conninfo: try Conninfo.replacing(conninfo, with: ["user": "no_such_role_here"]), maxConnections: 2))
@@ -378,6 +387,8 @@ struct PoolTests {
         let error = await #expect(throws: PostgresError.self) { try await alone.query("SELECT 1") }
         #expect(error?.code == .connectionFailed)
         #expect(error?.message.contains("no_such_role_here") == true, "\(error?.message ?? "")")
+        await pool.close()
+        try await admin.withConnection { try await $0.execute("DROP ROLE \(role)") }
     }
 
     @Test("a closed pool refuses work with poolClosed")

@@ -189,6 +189,11 @@ struct OperationalEndpointTests {
             MalformedRequest("a Host whose port is not a number", "GET /healthz HTTP/1.1\r\nHost: x:http\r\n\r\n", names: "Host", reason: "host"),
             MalformedRequest("a Host with a broken escape", "GET /healthz HTTP/1.1\r\nHost: x%2\r\n\r\n", names: "Host", reason: "host"),
             MalformedRequest("an unclosed IPv6 Host", "GET /healthz HTTP/1.1\r\nHost: [::1\r\n\r\n", names: "Host", reason: "host"),
+            // What follows the refused head is not parsed for the answer: it names the Host.
+            MalformedRequest(
+                "no Host, then a chunk whose size is not a number",
+                "POST /v3/command HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+                names: "Host", reason: "host"),
             // A command's body is not read: the connection closes after the answer.
             MalformedRequest(
                 "a command without Host",

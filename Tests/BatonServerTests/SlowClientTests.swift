@@ -91,6 +91,29 @@ struct SlowClientTests {
         }
     }
 
+    @Test("an upload without Host gets 400 with Connection: close; what the client sends after it is dropped, and the connection is reset only 2 s later")
+    func uploadWithoutHost() async throws {
+        try await application().test(.live) { client in
+            let port = try #require(client.port)
+            let head = "POST /v3/command HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n"
+            let upload = try #require(
+                await Loopback.upload(
+                    port: port, head: Array(head.utf8), chunk: [UInt8](repeating: 0x20, count: 65_536), seconds: 12, throughEndOfStream: true))
+            let answer = try #require(Loopback.Answer(upload.answer), "no answer: \(String(decoding: upload.answer, as: UTF8.self))")
+            #expect(answer.status.hasPrefix("http/1.1 400 "), "\(answer.status)")
+            #expect(answer.fields.contains("connection: close"), "\(answer.fields)")
+            #expect(answer.code == "invalid_request", "\(answer.body)")
+            let (ended, after, sent) = (upload.ended, upload.endedAfterAnswer, upload.sentAfterAnswer)
+            #expect(ended, "the server still took the body after 12 s")
+            // The server shuts its sending side after the answer (Hummingbird does, after a
+            // refusal) and resets the connection after the linger (2 s), not at once: a reset
+            // at once can destroy the answer before the client reads it.
+            if let after { #expect(after >= .milliseconds(1500) && after < .seconds(8), "closed \(after) after the answer, \(sent) bytes sent after it") }
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains("baton_http_refused_total{reason=\"host\"} 1"), "counted once, under host")
+        }
+    }
+
     @Test("a request pipelined behind an over-limit body is not served: one answer, the 413, and the connection closes")
     func pipelinedAfterOversizedBody() async throws {
         try await application().test(.live) { client in

@@ -157,12 +157,14 @@ extension Loopback {
     /// Sends `head`, then `chunk` over and over, as fast as the server takes it, for up to
     /// `seconds`, reading whatever the server writes meanwhile: a client uploading a body too
     /// large to be taken, that goes on sending after the answer. Nil when no connection could
-    /// be made.
-    public static func upload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) async -> Upload? {
-        await offThread { blockingUpload(port: port, head: head, chunk: chunk, seconds: seconds) }
+    /// be made. With `throughEndOfStream`, the server's end of stream (it shut only its sending
+    /// side) does not end the upload: only a reset or a failed send does, as for a client that
+    /// sends its whole body before it looks for an answer.
+    public static func upload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int, throughEndOfStream: Bool = false) async -> Upload? {
+        await offThread { blockingUpload(port: port, head: head, chunk: chunk, seconds: seconds, throughEndOfStream: throughEndOfStream) }
     }
 
-    private static func blockingUpload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int) -> Upload? {
+    private static func blockingUpload(port: Int, head: [UInt8], chunk: [UInt8], seconds: Int, throughEndOfStream: Bool) -> Upload? {
         // Sends wait at most 10 ms for room; reads never wait.
         connected(port: port, receiveTimeout: nil, sendTimeout: timeval(tv_sec: 0, tv_usec: 10_000)) { descriptor -> Upload in
             let readFlags = Int32(MSG_DONTWAIT)
@@ -171,6 +173,7 @@ extension Loopback {
             var result = Upload()
             var pending = head
             var buffer = [UInt8](repeating: 0, count: 65_536)
+            var endOfStream = false
             func transient() -> Bool { errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR }
             while ContinuousClock.now - started < .seconds(seconds), !result.ended {
                 if pending.isEmpty { pending = chunk }
@@ -181,10 +184,13 @@ extension Loopback {
                 } else if written < 0 && !transient() {
                     result.ended = true
                 }
+                if endOfStream { continue }
                 let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, readFlags) }
                 if count > 0 {
                     if answeredAt == nil { answeredAt = ContinuousClock.now }
                     result.answer += buffer[..<count]
+                } else if count == 0 && throughEndOfStream {
+                    endOfStream = true
                 } else if count == 0 || !transient() {
                     result.ended = true
                 }

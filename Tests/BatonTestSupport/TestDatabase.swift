@@ -25,7 +25,10 @@ public enum TestDatabase {
         let server = try await TestServer.shared.start()
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
         let template = migrated ? try await TestServer.shared.migratedTemplate() : nil
-        let admin = PostgresPool(configuration: .administrative(conninfo: server.adminConninfo))
+        // A generous connect timeout: the whole suite's tests create their databases at once on
+        // two cores, and one run saw 17 of them time out (3 s, the default) in the same second.
+        let admin = PostgresPool(
+            configuration: .administrative(conninfo: try Conninfo.replacing(server.adminConninfo, with: ["connect_timeout": "20"])))
         defer { Task { await admin.close() } }
         try await admin.withConnection { connection in
             try await connection.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))

@@ -52,23 +52,67 @@ extension HTTPServerBuilder {
 /// The refusal travels as NIO's own parser errors do (`HTTPParserError.invalidHost`, which
 /// NIO's decoder itself never raises): Hummingbird answers `400` and closes the connection
 /// after the answers before it, and ``MalformedRequestEnvelope`` gives that answer the envelope
-/// and counts it under `host`. Nothing the client sends after the refused head is read. An
-/// HTTP/1.0 request may leave `Host` out; an empty value is allowed (RFC 9112 §3.2: a target
-/// without an authority).
-final class HostHeaderCheck: ChannelInboundHandler, RemovableChannelHandler {
+/// and counts it under `host`. Nothing the client sends after the refused head is passed on,
+/// nor the parser's complaints about it (the answer names the `Host`). The close waits for the
+/// refused request's body to end, or ``ClosingResponses/linger``, as ``ClosingResponses``
+/// waits for a body it refused: closed while the body still arrives, the socket is reset, and
+/// the reset can destroy the answer before the client reads it. An HTTP/1.0 request may leave
+/// `Host` out; an empty value is allowed (RFC 9112 §3.2: a target without an authority).
+final class HostHeaderCheck: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
-    private var refused = false
+    private enum Refusal { case none, bodyArriving, ended }
+    private var refusal = Refusal.none
+    /// The close asked for while the refused body still arrived, and the linger's timer.
+    private var heldClose: (mode: CloseMode, promise: EventLoopPromise<Void>?)?
+    private var lingering: Scheduled<Void>?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !refused else { return }
-        if case .head(let head) = unwrapInboundIn(data), !Self.isAcceptable(head) {
-            refused = true
+        let part = unwrapInboundIn(data)
+        switch refusal {
+        case .none:
+            guard case .head(let head) = part, !Self.isAcceptable(head) else { return context.fireChannelRead(data) }
+            refusal = .bodyArriving
             context.fireErrorCaught(HTTPParserError.invalidHost)
+        case .bodyArriving:
+            guard case .end = part else { return }
+            refusal = .ended
+            closeHeld(context: context)
+        case .ended:
             return
         }
-        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if refusal != .none, error is HTTPParserError { return }
+        context.fireErrorCaught(error)
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard refusal == .bodyArriving, mode == .all, heldClose == nil else { return context.close(mode: mode, promise: promise) }
+        heldClose = (mode, promise)
+        lingering = context.eventLoop.assumeIsolated().scheduleTask(in: ClosingResponses.linger) { self.closeHeld(context: context) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closeHeld(context: context)
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        lingering?.cancel()
+        lingering = nil
+    }
+
+    private func closeHeld(context: ChannelHandlerContext) {
+        lingering?.cancel()
+        lingering = nil
+        guard let (mode, promise) = heldClose else { return }
+        heldClose = nil
+        context.close(mode: mode, promise: promise)
     }
 
     /// One `Host` line holding a valid value, or none on an HTTP/1.0 request.

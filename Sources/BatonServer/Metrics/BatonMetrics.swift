@@ -37,7 +37,7 @@ public final class BatonMetrics: Sendable {
         static var httpRequests: Family { Family(namespace: "baton", metricName: "http_requests", unitName: "total", helpText: "HTTP requests answered, by method, route template and status code.") }
         static var httpDuration: Family { Family(namespace: "baton", metricName: "http_request_duration", unitName: "seconds", helpText: "Time from request head to response head, by method and route template.") }
         static var httpRefused: Family { Family(namespace: "baton", metricName: "http_refused", unitName: "total", helpText: "Requests NIO's HTTP parser or Baton's Host check refused, answered 400 invalid_request and closed (usually not in baton_http_requests_total), by reason (head_too_large, invalid_character, content_length, chunk_size, request_line, host, truncated, other).") }
-        static var poolConnections: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "connections", helpText: "Database connections in the pool, by state (in_use, idle).") }
+        static var poolConnections: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "connections", helpText: "Database connections in the pool, by state (in_use, idle, connecting: being opened).") }
         static var poolWaiters: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "waiters", helpText: "Requests waiting for a database connection.") }
         static var poolMax: Family { Family(namespace: "baton", metricName: "db_pool_max", unitName: "connections", helpText: "Configured upper bound on database connections.") }
         static var poolAcquire: Family { Family(namespace: "baton", metricName: "db_pool_acquire_duration", unitName: "seconds", helpText: "Time spent waiting to check out a database connection.") }
@@ -138,6 +138,7 @@ public final class BatonMetrics: Sendable {
         }
         gauge(Families.poolConnections, [("state", "in_use")]).set(to: Double(statistics.inUse))
         gauge(Families.poolConnections, [("state", "idle")]).set(to: Double(statistics.idle))
+        gauge(Families.poolConnections, [("state", "connecting")]).set(to: Double(statistics.connecting))
         gauge(Families.poolWaiters).set(to: Double(statistics.waiters))
         gauge(Families.poolMax).set(to: Double(maxConnections))
         gauge(Families.poolResting).set(to: Double(statistics.resting))
