@@ -52,8 +52,9 @@ extension HTTPServerBuilder {
 /// The refusal travels as NIO's own parser errors do (`HTTPParserError.invalidHost`, which
 /// NIO's decoder itself never raises): Hummingbird answers `400` and closes the connection
 /// after the answers before it, and ``MalformedRequestEnvelope`` gives that answer the envelope
-/// and counts it under `host`. Nothing the client sends after the refused head is passed on,
-/// nor the parser's complaints about it (the answer names the `Host`). The close waits for the
+/// and counts it under `host`. Nothing the client sends after the refused head is passed on
+/// (its body is read and dropped), nor the parser's complaints about it (the answer names the
+/// `Host`). The close waits for the
 /// refused request's body to end, or ``ClosingResponses/linger``, as ``ClosingResponses``
 /// waits for a body it refused: closed while the body still arrives, the socket is reset, and
 /// the reset can destroy the answer before the client reads it. An HTTP/1.0 request may leave
@@ -84,6 +85,14 @@ final class HostHeaderCheck: ChannelDuplexHandler, RemovableChannelHandler {
         case .ended:
             return
         }
+    }
+
+    /// While the refused body arrives, it is read and dropped, not left to fill the socket's
+    /// buffers (Hummingbird reads no more after a refusal): a client that sends its whole body
+    /// before it reads would otherwise be stuck sending until the close resets it.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        context.fireChannelReadComplete()
+        if refusal == .bodyArriving { context.read() }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
