@@ -20,6 +20,10 @@ public final class PostgresConnection: @unchecked Sendable {
     var driver: (any SocketDriver)?
     /// Set on the loop when a deadline cut the connection: every later wait throws it.
     var abortReason: PostgresError?
+    /// The server refused a write as read-only (25006): a standby, or a primary demoted under
+    /// the connection. The pool does not reuse it, so the next connection goes wherever the
+    /// connection string leads now (`target_session_attrs=read-write` finds the new primary).
+    public internal(set) var refusedWrite = false
     /// Statements queued by ``enqueue(_:_:)`` and ``sendAhead(_:_:)``, sent with the next round
     /// trip; `ahead` receives the outcome of a statement whose rows are read later.
     var deferred: [Deferred] = []
@@ -262,6 +266,7 @@ public final class PostgresConnection: @unchecked Sendable {
                 constraint: field(Int32(UInt8(ascii: "n"))))
             PQclear(result)
             if sqlState == nil, !isOpen { error.code = .connectionLost }
+            if sqlState == SQLState.readOnlySQLTransaction { refusedWrite = true }
             throw error
         default:
             let message = String(cString: PQresStatus(status))

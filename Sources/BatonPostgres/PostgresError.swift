@@ -89,9 +89,15 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         case .server:
             guard let sqlState else { return false }
             // Lock and statement timeouts (55P03, 57014): the database is too slow to answer now.
-            return sqlState.hasPrefix("08") || sqlState == SQLState.adminShutdown
-                || sqlState == SQLState.cannotConnectNow || sqlState == SQLState.tooManyConnections
+            // A server that takes no writes (25006: a standby, mid-failover), that is out of
+            // resources (class 53: disk, memory, connections), or whose transactions kept
+            // colliding past the retries (40001, 40P01): none is the request's fault, and a
+            // retry later may succeed.
+            return sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || sqlState == SQLState.adminShutdown
+                || sqlState == SQLState.crashShutdown || sqlState == SQLState.cannotConnectNow
                 || sqlState == SQLState.lockNotAvailable || sqlState == SQLState.queryCanceled
+                || sqlState == SQLState.readOnlySQLTransaction || sqlState == SQLState.serializationFailure
+                || sqlState == SQLState.deadlockDetected
         default: return false
         }
     }
@@ -130,4 +136,8 @@ public enum SQLState {
     public static let invalidSQLStatementName = "26000"
     public static let lockNotAvailable = "55P03"
     public static let queryCanceled = "57014"
+    /// A write in a read-only transaction: a hot standby (the old primary after a failover) or
+    /// `default_transaction_read_only`.
+    public static let readOnlySQLTransaction = "25006"
+    public static let crashShutdown = "57P02"
 }

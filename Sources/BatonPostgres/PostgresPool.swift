@@ -462,8 +462,9 @@ public final class PostgresPool: Sendable {
         return try result.get()
     }
 
-    /// After a body: a connection that broke, that a deadline cut, or that the body left inside
-    /// a transaction is not reused; then the slot goes back.
+    /// After a body: a connection that broke, that a deadline cut, that the server refused a
+    /// write on as read-only, or that the body left inside a transaction is not reused; then the
+    /// slot goes back.
     ///
     /// A read-only snapshot left open (``PostgresConnection/endsSnapshotLazily``) goes back as it
     /// is: its `ROLLBACK` travels with the next lease's first statements, which saves the round
@@ -471,7 +472,9 @@ public final class PostgresPool: Sendable {
     /// (holding back vacuum, or a migration's lock), a timer on the loop ends it on its own if
     /// nobody leases the connection within ``snapshotGrace``.
     private func finish(_ slot: Slot, _ connection: PostgresConnection) {
-        if connection.abortReason != nil || !connection.isOpen || (connection.isInTransaction && !connection.endsSnapshotLazily) {
+        if connection.abortReason != nil || !connection.isOpen || connection.refusedWrite
+            || (connection.isInTransaction && !connection.endsSnapshotLazily)
+        {
             discard(slot)
         }
         let openSnapshot = slot.connection?.endsSnapshotLazily == true

@@ -445,6 +445,45 @@ struct OperationalEndpointTests {
         }
     }
 
+    @Test("a database that takes no writes (a standby after a failover) is 503 unavailable, not 500; its connections are replaced, so writes resume when it takes them")
+    func readOnlyDatabase() async throws {
+        let conninfo = try await TestDatabase.make(migrated: true)
+        let database = try #require(try Conninfo.parse(conninfo)["dbname"])
+        var environment = try await TestApplication.environment(conninfo: conninfo, poolSize: 2)
+        let log = LogCapture()
+        environment.logger = log.logger()
+        try await environment.pool.query("INSERT INTO probe_counters (subject) VALUES ('s1')")
+        let admin = PostgresPool(configuration: .administrative(conninfo: try await TestDatabase.adminConninfo()))
+        defer { Task { await admin.close() } }
+        // What a standby answers to a write: 25006, "cannot execute UPDATE in a read-only transaction".
+        @Sendable func readOnly(_ on: Bool) async throws {
+            try await admin.withConnection { try await $0.execute("ALTER DATABASE \(database) SET default_transaction_read_only = \(on ? "on" : "off")") }
+        }
+        let app = buildApplication(environment)
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/diagnostics/probe/s1", method: .post) { #expect($0.status == .ok) }
+            try await readOnly(true)
+            // The pool's open connections keep the setting they started with: end them, as a
+            // failover does.
+            try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [database])
+            for _ in 0..<3 {
+                try await client.execute(uri: "/diagnostics/probe/s1", method: .post) { response in
+                    #expect(response.status == .serviceUnavailable)
+                    #expect(response.json["error"]?["code"] == "unavailable")
+                    #expect(response.headers[.retryAfter] != nil)
+                }
+            }
+            try await readOnly(false)
+            // No connection is ended now: the ones that met the refusal were not kept.
+            try await client.execute(uri: "/diagnostics/probe/s1", method: .post) { response in
+                #expect(response.status == .ok)
+                #expect(response.json["hits"] == .int(2))
+            }
+        }
+        let unavailable = log.lines.filter { $0.message == "database unavailable" }
+        #expect(unavailable.count == 3 && unavailable.allSatisfy { $0.metadata["sqlstate"] == "25006" }, "\(unavailable.map(\.metadata))")
+    }
+
     @Test("diagnostics endpoints do not exist unless enabled")
     func diagnosticsOff() async throws {
         let app = buildApplication(try await TestApplication.environment(configure: { $0.diagnostics = false }))
