@@ -20,10 +20,23 @@ public final class PostgresConnection: @unchecked Sendable {
     var driver: (any SocketDriver)?
     /// Set on the loop when a deadline cut the connection: every later wait throws it.
     var abortReason: PostgresError?
-    /// The server refused a write as read-only (25006): a standby, or a primary demoted under
-    /// the connection. The pool does not reuse it, so the next connection goes wherever the
-    /// connection string leads now (`target_session_attrs=read-write` finds the new primary).
+    /// The server refused a write as read-only (25006) and says it takes none: a standby, a
+    /// primary demoted under the connection, or `default_transaction_read_only`. The error is
+    /// then ``PostgresError/Code/unavailable``, and the pool does not reuse the connection, so
+    /// the next one goes wherever the connection string leads now
+    /// (`target_session_attrs=read-write` finds the new primary). A write in a transaction the
+    /// caller opened read-only (a screen's snapshot) is its own mistake: a plain server error.
     public internal(set) var refusedWrite = false
+
+    /// Whether the server reports itself read-only: `in_hot_standby` or
+    /// `default_transaction_read_only` (PostgreSQL 14 and later report both to the client at
+    /// start and whenever they change, so reading them costs no round trip).
+    var isReadOnlyServer: Bool {
+        let settings: [String] = ["in_hot_standby", "default_transaction_read_only"]
+        return settings.contains { name in
+            PQparameterStatus(handle, name).map { String(cString: $0) == "on" } ?? false
+        }
+    }
     /// Statements queued by ``enqueue(_:_:)`` and ``sendAhead(_:_:)``, sent with the next round
     /// trip; `ahead` receives the outcome of a statement whose rows are read later.
     var deferred: [Deferred] = []
@@ -266,7 +279,10 @@ public final class PostgresConnection: @unchecked Sendable {
                 constraint: field(Int32(UInt8(ascii: "n"))))
             PQclear(result)
             if sqlState == nil, !isOpen { error.code = .connectionLost }
-            if sqlState == SQLState.readOnlySQLTransaction { refusedWrite = true }
+            if sqlState == SQLState.readOnlySQLTransaction, isReadOnlyServer {
+                refusedWrite = true
+                error.code = .unavailable
+            }
             throw error
         default:
             let message = String(cString: PQresStatus(status))

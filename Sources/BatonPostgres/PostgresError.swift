@@ -89,14 +89,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         case .server:
             guard let sqlState else { return false }
             // Lock and statement timeouts (55P03, 57014): the database is too slow to answer now.
-            // A server that takes no writes (25006: a standby, mid-failover), that is out of
-            // resources (class 53: disk, memory, connections), or whose transactions kept
-            // colliding past the retries (40001, 40P01): none is the request's fault, and a
-            // retry later may succeed.
+            // A server out of resources (class 53: disk, memory, connections), or whose
+            // transactions kept colliding past the retries (40001, 40P01): not the request's
+            // fault, and a retry later may succeed. (A write refused by a server that takes none,
+            // 25006 on a standby, arrives as `.unavailable`: see PostgresConnection.refusedWrite.)
             return sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || sqlState == SQLState.adminShutdown
                 || sqlState == SQLState.crashShutdown || sqlState == SQLState.cannotConnectNow
                 || sqlState == SQLState.lockNotAvailable || sqlState == SQLState.queryCanceled
-                || sqlState == SQLState.readOnlySQLTransaction || sqlState == SQLState.serializationFailure
+                || sqlState == SQLState.serializationFailure
                 || sqlState == SQLState.deadlockDetected
         default: return false
         }

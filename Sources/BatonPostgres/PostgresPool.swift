@@ -119,8 +119,9 @@ public final class PostgresPool: Sendable {
         /// (the body then runs where its caller is, with no hop), else the most recently used.
         /// On database threads too: a caller with no event loop of its own resumes on the loop
         /// of its last lease, and its next lease then finds a connection there.
+        /// A place back from rest (no connection, at the front) is taken only when no other is idle.
         mutating func takeIdle() -> Slot? {
-            if let index = idle.lastIndex(where: { $0.loop.inLoop }) { return idle.remove(at: index) }
+            if let index = idle.lastIndex(where: { $0.loop.inLoop && $0.connection != nil }) { return idle.remove(at: index) }
             return idle.popLast()
         }
     }
@@ -598,9 +599,9 @@ public final class PostgresPool: Sendable {
     }
 
     /// While the pool fails fast, tries a fresh connection every half second; the first that
-    /// gets an answer ends fail-fast. A connection the server refuses (`FATAL:  sorry, too many
-    /// clients already`) is an answer too: a server at its connection limit is not silent, and
-    /// the pool's own connections then serve.
+    /// gets an answer ends fail-fast. (A refusal is not taken for one: a server whose storage
+    /// stalled still refuses at once when it is full, while the pool's connections hang. The
+    /// connections a deadline cut free their places on the server for the probe.)
     private func probeUntilAnswered() {
         var probeLimits = configuration.limits
         probeLimits.connect = .seconds(2)
@@ -608,16 +609,9 @@ public final class PostgresPool: Sendable {
         let conninfo = configuration.conninfo
         startThread(named: "baton-db-probe") { [self] in
             while !state.withLock({ $0.closed }) {
-                let answered: Bool
-                do {
-                    let connection = try PostgresConnection(conninfo: conninfo, limits: limits)
-                    answered = (try? connection.query("SELECT 1")) != nil
-                } catch let error as PostgresError {
-                    answered = error.message.contains("FATAL:")
-                } catch {
-                    answered = false
-                }
-                if answered {
+                if let connection = try? PostgresConnection(conninfo: conninfo, limits: limits),
+                    (try? connection.query("SELECT 1")) != nil
+                {
                     state.withLock { $0.silentSince = nil }
                     return
                 }

@@ -459,6 +459,17 @@ struct OperationalEndpointTests {
         @Sendable func readOnly(_ on: Bool) async throws {
             try await admin.withConnection { try await $0.execute("ALTER DATABASE \(database) SET default_transaction_read_only = \(on ? "on" : "off")") }
         }
+        // A write in a transaction opened read-only on a server that takes writes (a screen's
+        // snapshot, a loader that writes) is the caller's mistake: a plain server error, and
+        // the connection is kept.
+        let (mistake, kept) = try await environment.pool.withConnection { connection in
+            try await connection.execute("BEGIN READ ONLY")
+            let error = await #expect(throws: PostgresError.self) { try await connection.execute("UPDATE probe_counters SET hits = hits + 1") }
+            try await connection.execute("ROLLBACK")
+            return (error, !connection.refusedWrite)
+        }
+        #expect(mistake?.code == .server && mistake?.sqlState == "25006" && mistake?.isUnavailable == false, "\(String(describing: mistake))")
+        #expect(kept)
         let app = buildApplication(environment)
         try await app.test(.router) { client in
             try await client.execute(uri: "/diagnostics/probe/s1", method: .post) { #expect($0.status == .ok) }

@@ -101,7 +101,9 @@ final class HostHeaderCheck: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard refusal == .bodyArriving, mode == .all, heldClose == nil else { return context.close(mode: mode, promise: promise) }
+        guard refusal == .bodyArriving, mode == .all, heldClose == nil, context.channel.isActive else {
+            return context.close(mode: mode, promise: promise)
+        }
         heldClose = (mode, promise)
         lingering = context.eventLoop.assumeIsolated().scheduleTask(in: ClosingResponses.linger) { self.closeHeld(context: context) }
     }
@@ -112,8 +114,7 @@ final class HostHeaderCheck: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        lingering?.cancel()
-        lingering = nil
+        closeHeld(context: context)
     }
 
     private func closeHeld(context: ChannelHandlerContext) {
