@@ -84,8 +84,9 @@ struct PoolTests {
         defer { Task { await pool.close() } }
         // Two long holders occupy both connections.
         let holders = (0..<2).map { _ in Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(1.5)") } } }
-        // Until both holders run (a loaded machine may start their tasks late).
-        for _ in 0..<100 where pool.statistics.inUse < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        // Until both holders run, their connections open (a loaded machine may start their
+        // tasks late, and open connections slowly: a CI run saw more than a second).
+        for _ in 0..<1000 where pool.statistics.inUse < 2 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(pool.statistics.inUse == 2)
 
         let started = ContinuousClock.now
@@ -255,7 +256,7 @@ struct PoolTests {
         defer { Task { await pool.close() } }
         // Long enough that the waiter is still queued when checked, on a loaded machine too.
         let holder = Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(3)") } }
-        for _ in 0..<200 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<1000 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
         let waiter = Task { try await pool.query("SELECT 1") }
         for _ in 0..<200 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(pool.statistics.waiters == 1)
