@@ -119,9 +119,10 @@ public final class PostgresPool: Sendable {
         /// (the body then runs where its caller is, with no hop), else the most recently used.
         /// On database threads too: a caller with no event loop of its own resumes on the loop
         /// of its last lease, and its next lease then finds a connection there.
-        /// A place back from rest (no connection, at the front) is taken only when no other is idle.
+        /// A place back from rest (its connection refused last time; at the front) is taken only
+        /// when no other is idle, on the caller's loop or not.
         mutating func takeIdle() -> Slot? {
-            if let index = idle.lastIndex(where: { $0.loop.inLoop && $0.connection != nil }) { return idle.remove(at: index) }
+            if let index = idle.lastIndex(where: { $0.loop.inLoop && $0.failures == 0 }) { return idle.remove(at: index) }
             return idle.popLast()
         }
     }
