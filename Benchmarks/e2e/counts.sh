@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# What a request makes Baton do, counted rather than timed: per request, the `malloc` calls,
+# `swift_retain` and `swift_allocObject` calls (perf uprobes on libc and libswiftCore), the
+# system calls and the thread switches of `baton serve`, for requests that stop at successive
+# depths (as cpu-layers.sh) and for the benchmarked command and screen:
+#
+#   healthz    the HTTP stack alone
+#   refused    + bearer token, JSON body, payload signature (a tampered payload: 400)
+#   probe      POST /diagnostics/probe/:id: two round trips, no token, no flow
+#   command    favourite-add for a fresh user each time (as command-vs-pgbench.sh)
+#   screen     the playlist screen (as screen-vs-pgbench.sh; held by the screen cache)
+#
+# CPU time on this machine moves by a factor of three to four between days (docs/benchmarks.md);
+# these counts do not, so a lever that removes allocations, retains or system calls shows here
+# even when the timings cannot resolve it. A uprobe costs a few microseconds per hit, so the
+# server runs several times slower while counted: read the counts, not the rates.
+#
+#   Benchmarks/e2e/counts.sh [--seconds 4] [--connections 8] [--pool 2] [--layers "healthz refused probe command screen"]
+#                            [--baton PATH | --no-build]
+#
+# Needs perf with uprobes (Debian: linux-perf; as root): the probes are added on the first run
+# and left in place (`perf probe -d 'probe_libc:*' -d 'probe_libswiftCore:*'` removes them).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+seconds=4; connections=8; pool=2; port=8093; layers="healthz refused probe command screen"
+options="seconds connections pool port layers" # read by common.sh
+. "$here/common.sh"
+command -v perf >/dev/null || { echo "perf is not installed (Debian: apt-get install linux-perf)" >&2; exit 1; }
+
+# The uprobes, on the libraries this binary loads.
+libc=$(ldd "$baton" | awk '/libc\.so/ {print $3}')
+swiftcore=$(ldd "$baton" | awk '/libswiftCore\.so/ {print $3}')
+[ -n "$libc" ] && [ -n "$swiftcore" ] || { echo "ldd $baton names no libc or libswiftCore" >&2; exit 1; }
+add_probe() { # $1 event name, $2 library, $3 function
+  perf probe -l 2>/dev/null | grep -q "$1 " || perf probe -q -x "$2" "$3" >/dev/null 2>&1 \
+    || { echo "perf probe -x $2 $3 failed (root? uprobes?)" >&2; exit 1; }
+}
+add_probe probe_libc:malloc "$libc" malloc
+add_probe probe_libswiftCore:swift_retain "$swiftcore" swift_retain
+add_probe probe_libswiftCore:swift_allocObject "$swiftcore" swift_allocObject
+events=probe_libc:malloc,probe_libswiftCore:swift_retain,probe_libswiftCore:swift_allocObject,raw_syscalls:sys_enter,context-switches
+
+start_baton "$pool"
+LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
+seed_probe_subjects
+prepare_screen >&2
+# Fresh users, one command each: at most a few hundred a second are answered while counted.
+python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count $((seconds * 1500 + 500)) --prefix counts \
+  --secret "$BATON_JWT_HS256_SECRET" --out "$data/commands.txt" >/dev/null
+read -r token payload <"$data/commands.txt"
+
+# A wrk script $1.lua: method $2, body $3 ('' for none), path $4 (a %d in it becomes 1–1000).
+script() {
+  cat >"$data/$1.lua" <<LUA
+local body = [[$3]]
+request = function()
+  local path = string.gsub("$4", "%%d", tostring(math.random(1, 1000)))
+  return wrk.format("$2", path, {
+    ["Authorization"] = "Bearer $token", ["Content-Type"] = "application/json", ["X-Client-Platform"] = "ios",
+  }, body ~= "" and body or nil)
+end
+LUA
+}
+script healthz GET "" /healthz
+script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
+script probe POST "" /diagnostics/probe/%d
+
+echo "| request | requests counted | malloc/request | swift_retain/request | swift_allocObject/request | system calls/request | thread switches/request |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for layer in $layers; do
+  case "$layer" in
+    command) load=(-s "$here/command.lua" "http://127.0.0.1:$port" -- "$data/commands.txt" 2);;
+    screen) load=(-s "$here/screen.lua" "$screen_url");;
+    healthz|refused|probe) load=(-s "$data/$layer.lua" "http://127.0.0.1:$port");;
+    *) echo "unknown layer $layer" >&2; exit 2;;
+  esac
+  wrk -t1 -c"$connections" -d1s -s "$data/probe.lua" "http://127.0.0.1:$port" >/dev/null # settle
+  perf stat -x, -e "$events" -p "$serve_pid" -o "$data/stat.$layer" -- \
+    wrk -t1 -c"$connections" -d"${seconds}s" "${load[@]}" >"$data/wrk.$layer" 2>&1
+  requests=$(awk '/requests in/ {print $1}' "$data/wrk.$layer")
+  [ "${requests:-0}" -gt 0 ] || { echo "wrk got no answers for $layer:" >&2; cat "$data/wrk.$layer" >&2; exit 1; }
+  # Only the refused command is meant to fail (400); a command answered twice would be a replay.
+  if [ "$layer" != refused ] && grep -q 'Non-2xx' "$data/wrk.$layer"; then
+    echo "$layer: answers other than 2xx:" >&2; cat "$data/wrk.$layer" >&2; exit 1
+  fi
+  awk -F, -v layer="$layer" -v n="$requests" '
+    /probe_libc:malloc/ {m = $1} /swift_retain/ {r = $1} /swift_allocObject/ {a = $1}
+    /sys_enter/ {s = $1} /context-switches/ {c = $1}
+    END {printf "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.2f |\n", layer, n, m / n, r / n, a / n, s / n, c / n}' "$data/stat.$layer"
+done
