@@ -22,7 +22,7 @@ extension PostgresConnection {
         if !deferred.isEmpty { return try await flushDeferred(then: (sql, parameters)) }
         let name = try await preparedName(for: sql)
         let sent = try withWireParameters(parameters) { count, values, lengths, formats in
-            PQsendQueryPrepared(handle, name, count, values, lengths, formats, 0)
+            name.withUnsafeBufferPointer { PQsendQueryPrepared(handle, $0.baseAddress, count, values, lengths, formats, 0) }
         }
         guard sent == 1 else { throw connectionError() }
         do {
@@ -188,14 +188,14 @@ extension PostgresConnection {
         guard !statements.isEmpty else { return [] }
         // A statement seen for the first time is prepared first, in its own round trip (once
         // per connection).
-        var names: [String] = []
+        var names: [ContiguousArray<CChar>] = []
         names.reserveCapacity(statements.count)
         for statement in statements { names.append(try await preparedName(for: statement.sql)) }
         guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(handle) }
         for (index, statement) in statements.enumerated() {
             let sent = try withWireParameters(statement.parameters) { count, values, lengths, formats in
-                PQsendQueryPrepared(handle, names[index], count, values, lengths, formats, 0)
+                names[index].withUnsafeBufferPointer { PQsendQueryPrepared(handle, $0.baseAddress, count, values, lengths, formats, 0) }
             }
             guard sent == 1 else { throw connectionError() }
         }
@@ -233,15 +233,15 @@ extension PostgresConnection {
 
     // MARK: - Waiting for the server
 
-    private func preparedName(for sql: String) async throws -> String {
+    private func preparedName(for sql: String) async throws -> ContiguousArray<CChar> {
         if let name = preparedStatements[sql] { return name }
         if preparedStatements.count >= Self.preparedStatementLimit {
             try await execute("DEALLOCATE ALL")
             preparedStatements.removeAll()
         }
         nextStatementID += 1
-        let name = "baton_\(nextStatementID)"
-        guard PQsendPrepare(handle, name, sql, 0, nil) == 1 else { throw connectionError() }
+        let name = "baton_\(nextStatementID)".utf8CString
+        guard name.withUnsafeBufferPointer({ PQsendPrepare(handle, $0.baseAddress, sql, 0, nil) }) == 1 else { throw connectionError() }
         _ = try await collect()
         preparedStatements[sql] = name
         return name

@@ -13,8 +13,10 @@ import Synchronization
 public final class PostgresConnection: @unchecked Sendable {
     /// The libpq handle (the listener polls its socket and reads notifications from it).
     let handle: OpaquePointer
-    /// SQL text → server-side prepared statement name. Lives and dies with this connection.
-    var preparedStatements: [String: String] = [:]
+    /// SQL text → server-side prepared statement name, NUL-terminated. Lives and dies with this
+    /// connection. Kept as C text: a name such as `baton_12` is a small Swift string, which the
+    /// implicit conversion for libpq copied to a new heap buffer on every statement.
+    var preparedStatements: [String: ContiguousArray<CChar>] = [:]
     var nextStatementID = 0
     /// What tells the connection's loop that its socket is ready (nil: blocking use only).
     var driver: (any SocketDriver)?
@@ -306,54 +308,71 @@ public final class PostgresConnection: @unchecked Sendable {
 
 /// Lays parameters out in one buffer and hands libpq arrays of pointers, lengths and formats.
 /// Text parameters are NUL-terminated C strings, so a NUL inside one is refused here.
+///
+/// The buffer and the arrays are temporary allocations: on the stack when they are small, as a
+/// statement's usually are (libpq copies the values into its output buffer before
+/// `PQsendQueryPrepared` returns). Growing four arrays value by value cost a command about 46 of
+/// its 305 `malloc` calls (`Benchmarks/e2e/counts.sh`).
 func withWireParameters<R>(
     _ parameters: [PostgresParameter],
     _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
 ) throws -> R {
-    if parameters.isEmpty { return body(0, nil, nil, nil) }
-    var storage: [UInt8] = [0]
-    var offsets: [Int?] = []
-    var lengths: [Int32] = []
-    var formats: [Int32] = []
-    offsets.reserveCapacity(parameters.count)
-    lengths.reserveCapacity(parameters.count)
-    formats.reserveCapacity(parameters.count)
+    let count = parameters.count
+    if count == 0 { return body(0, nil, nil, nil) }
+    // The size first, refusing a NUL on the way (memchr on the contiguous bytes).
+    var byteCount = 0
     for (index, parameter) in parameters.enumerated() {
         switch parameter {
         case .null:
-            offsets.append(nil)
-            lengths.append(0)
-            formats.append(0)
+            break
         case .text(var text):
-            // On the contiguous bytes (memchr, memcpy), not byte by byte through the UTF-8 view.
-            let count = try text.withUTF8 { bytes -> Int in
+            byteCount += try text.withUTF8 { bytes -> Int in
                 if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil {
                     throw PostgresError(
                         code: .invalidParameter,
                         message: "parameter $\(index + 1) contains a NUL byte (U+0000), which PostgreSQL text cannot store")
                 }
-                offsets.append(storage.count)
-                storage.append(contentsOf: bytes)
-                return bytes.count
+                return bytes.count + 1
             }
-            storage.append(0)
-            lengths.append(Int32(count))
-            formats.append(0)
         case .binary(let bytes):
-            offsets.append(storage.count)
-            storage.append(contentsOf: bytes)
-            lengths.append(Int32(bytes.count))
-            formats.append(1)
+            byteCount += bytes.count
         }
     }
-    return storage.withUnsafeBufferPointer { buffer in
-        let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
-        let pointers: [UnsafePointer<CChar>?] = offsets.map { $0.map { base + $0 } }
-        return pointers.withUnsafeBufferPointer { values in
-            lengths.withUnsafeBufferPointer { lengths in
-                formats.withUnsafeBufferPointer { formats in
-                    body(Int32(parameters.count), values.baseAddress, lengths.baseAddress, formats.baseAddress)
+    return withUnsafeTemporaryAllocation(byteCount: max(byteCount, 1), alignment: 1) { storage in
+        withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: count) { values in
+            // Lengths in the first half, formats (0 text, 1 binary) in the second.
+            withUnsafeTemporaryAllocation(of: Int32.self, capacity: 2 * count) { numbers in
+                var offset = 0
+                for (index, parameter) in parameters.enumerated() {
+                    let start = UnsafePointer((storage.baseAddress! + offset).assumingMemoryBound(to: CChar.self))
+                    switch parameter {
+                    case .null:
+                        values[index] = nil
+                        numbers[index] = 0
+                        numbers[count + index] = 0
+                    case .text(var text):
+                        let length = text.withUTF8 { bytes -> Int in
+                            if let base = bytes.baseAddress { (storage.baseAddress! + offset).copyMemory(from: base, byteCount: bytes.count) }
+                            return bytes.count
+                        }
+                        storage[offset + length] = 0
+                        values[index] = start
+                        numbers[index] = Int32(length)
+                        numbers[count + index] = 0
+                        offset += length + 1
+                    case .binary(let bytes):
+                        bytes.withUnsafeBytes { raw in
+                            if let base = raw.baseAddress { (storage.baseAddress! + offset).copyMemory(from: base, byteCount: raw.count) }
+                        }
+                        values[index] = start
+                        numbers[index] = Int32(bytes.count)
+                        numbers[count + index] = 1
+                        offset += bytes.count
+                    }
                 }
+                return body(
+                    Int32(count), UnsafePointer(values.baseAddress!), UnsafePointer(numbers.baseAddress!),
+                    UnsafePointer(numbers.baseAddress! + count))
             }
         }
     }
