@@ -104,14 +104,18 @@ struct DeadlineTests {
         try await pool.query("CREATE TABLE rows (id int PRIMARY KEY)")
         try await pool.query("INSERT INTO rows VALUES (1)")
         let holder = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        let locked = Mutex(false)
         let holding = Task {
             try await holder.withConnection { connection in
                 try await connection.execute("BEGIN; SELECT * FROM rows WHERE id = 1 FOR UPDATE")
+                locked.withLock { $0 = true }
                 try await Task.sleep(for: .milliseconds(1500))
                 try await connection.execute("ROLLBACK")
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // Until the row is locked (a fixed 300 ms was too short beside other suites: the holder
+        // had not connected yet, and the lock was free).
+        while !locked.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
         let error = await #expect(throws: PostgresError.self) {
             try await pool.withTransaction { try await $0.query("SELECT * FROM rows WHERE id = 1 FOR UPDATE") }
         }
