@@ -232,3 +232,22 @@ screen_wrk() {
   measured_wrk -t1 -c"$2" -d"$1" --timeout 30s -s "$here/screen.lua" "$screen_url"
   if grep -qE 'Non-2xx|Socket errors' "$data/wrk.out"; then echo "wrk saw errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
 }
+
+# A wrk script $data/$1.lua for cpu-layers.sh and counts.sh: method $2, body $3 ('' for none),
+# path $4 (a %d in it becomes 1–1000), as the bearer token in $token; its done() prints the
+# latency line measured_wrk reads.
+layer_script() {
+  cat >"$data/$1.lua" <<LUA
+math.randomseed(os.time())
+local body = [[$3]]
+request = function()
+  local path = string.gsub("$4", "%%d", tostring(math.random(1, 1000)))
+  return wrk.format("$2", path, {
+    ["Authorization"] = "Bearer $token", ["Content-Type"] = "application/json", ["X-Client-Platform"] = "ios",
+  }, body ~= "" and body or nil)
+end
+function done(summary, latency, requests)
+  io.write(string.format("latency_us p50 %d p99 %d\n", latency:percentile(50), latency:percentile(99)))
+end
+LUA
+}

@@ -50,21 +50,9 @@ python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count $((seco
   --secret "$BATON_JWT_HS256_SECRET" --out "$data/commands.txt" >/dev/null
 read -r token payload <"$data/commands.txt"
 
-# A wrk script $1.lua: method $2, body $3 ('' for none), path $4 (a %d in it becomes 1–1000).
-script() {
-  cat >"$data/$1.lua" <<LUA
-local body = [[$3]]
-request = function()
-  local path = string.gsub("$4", "%%d", tostring(math.random(1, 1000)))
-  return wrk.format("$2", path, {
-    ["Authorization"] = "Bearer $token", ["Content-Type"] = "application/json", ["X-Client-Platform"] = "ios",
-  }, body ~= "" and body or nil)
-end
-LUA
-}
-script healthz GET "" /healthz
-script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
-script probe POST "" /diagnostics/probe/%d
+layer_script healthz GET "" /healthz
+layer_script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
+layer_script probe POST "" /diagnostics/probe/%d
 
 echo "| request | requests counted | malloc/request | swift_retain/request | swift_allocObject/request | system calls/request | thread switches/request |"
 echo "|---|---:|---:|---:|---:|---:|---:|"

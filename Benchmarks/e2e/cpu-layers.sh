@@ -31,26 +31,10 @@ read -r token payload <"$data/command.txt"
 curl -sf -o /dev/null -X POST -H "Authorization: Bearer $token" -H "Content-Type: application/json" \
   -d "{\"payload\":\"$payload\"}" "http://127.0.0.1:$port/v3/command"
 
-# A wrk script $1.lua: method $2, body $3 ('' for none), path $4 (a %d in it becomes 1–1000).
-script() {
-  cat >"$data/$1.lua" <<LUA
-math.randomseed(os.time())
-local body = [[$3]]
-request = function()
-  local path = string.gsub("$4", "%%d", tostring(math.random(1, 1000)))
-  return wrk.format("$2", path, {
-    ["Authorization"] = "Bearer $token", ["Content-Type"] = "application/json", ["X-Client-Platform"] = "ios",
-  }, body ~= "" and body or nil)
-end
-function done(summary, latency, requests)
-  io.write(string.format("latency_us p50 %d p99 %d\n", latency:percentile(50), latency:percentile(99)))
-end
-LUA
-}
-script healthz GET "" /healthz
-script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
-script replayed POST "{\"payload\":\"$payload\"}" /v3/command
-script probe POST "" /diagnostics/probe/%d
+layer_script healthz GET "" /healthz
+layer_script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
+layer_script replayed POST "{\"payload\":\"$payload\"}" /v3/command
+layer_script probe POST "" /diagnostics/probe/%d
 
 echo "| request | requests/s | Baton CPU µs/request | thread switches/request | PostgreSQL CPU µs/request |"
 echo "|---|---:|---:|---:|---:|"
