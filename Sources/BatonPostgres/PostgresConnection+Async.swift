@@ -54,7 +54,7 @@ extension PostgresConnection {
     public func transaction<R>(
         isolation: IsolationLevel = .readCommitted, _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
-        deferred.append((isolation.beginStatement, [], nil))
+        queue((isolation.beginStatement, [], nil))
         transactionIsolation = isolation
         defer {
             transactionIsolation = nil
@@ -71,7 +71,7 @@ extension PostgresConnection {
                 // Nothing to make durable: the reads are done and their answers final, so the
                 // caller need not wait for the end. `ROLLBACK` (the same as COMMIT for a
                 // read-only transaction) goes with the connection's next statements.
-                deferred.append(("ROLLBACK", [], nil))
+                queue(("ROLLBACK", [], nil))
                 endsSnapshotLazily = true
             } else {
                 try await commit()
@@ -96,8 +96,8 @@ extension PostgresConnection {
         }
         refutation = nil
         deferred.removeAll()
-        deferred.append(("ROLLBACK", [], nil))
-        deferred.append((isolation.beginStatement, [], nil))
+        queue(("ROLLBACK", [], nil))
+        queue((isolation.beginStatement, [], nil))
     }
 
     /// The rows of a statement sent with ``sendAhead(_:_:)``: sends it now if it is still

@@ -31,6 +31,19 @@ struct PayloadSigningTests {
         }
     }
 
+    @Test("a start payload's session id is the first 16 bytes of its SHA-256 as a version-8 UUID: stored sessions keep matching their payloads")
+    func sessionIDDerivation() {
+        // Pinned values: repeats of a start action find its session by this id, across deploys.
+        #expect(PayloadSigner.sessionID(forStartPayload: "abc").uuidString == "BA7816BF-8F01-8FEA-8141-40DE5DAE2223")
+        for payload in ["", "abc", "eyJzIjoidXNlcjphbGljZSJ9.c2lnbmF0dXJl", "ünïcødé 🎉", String(repeating: "x", count: 4000)] {
+            var bytes = Array(SHA256.hash(data: Array(payload.utf8)).prefix(16))
+            bytes[6] = (bytes[6] & 0x0F) | 0x80
+            bytes[8] = (bytes[8] & 0x3F) | 0x80
+            let expected = bytes.withUnsafeBytes { raw in UUID(uuid: raw.load(as: uuid_t.self)) }
+            #expect(PayloadSigner.sessionID(forStartPayload: payload) == expected, "\(payload.prefix(20))")
+        }
+    }
+
     @Test("start nonces are 96 random bits, never repeated across many batches of the shared pool, from several threads")
     func nonces() async throws {
         let drawn = await withTaskGroup(of: [String].self) { group in
