@@ -115,7 +115,11 @@ struct DeadlineTests {
         }
         // Until the row is locked (a fixed 300 ms was too short beside other suites: the holder
         // had not connected yet, and the lock was free).
-        while !locked.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
+        let waitingSince = ContinuousClock.now
+        while !locked.withLock({ $0 }) {
+            try #require(ContinuousClock.now - waitingSince < .seconds(10), "the holder never locked the row")
+            try await Task.sleep(for: .milliseconds(20))
+        }
         let error = await #expect(throws: PostgresError.self) {
             try await pool.withTransaction { try await $0.query("SELECT * FROM rows WHERE id = 1 FOR UPDATE") }
         }
