@@ -190,7 +190,17 @@ extension PostgresConnection {
         // per connection).
         var names: [ContiguousArray<CChar>] = []
         names.reserveCapacity(statements.count)
-        for statement in statements { names.append(try await preparedName(for: statement.sql)) }
+        for statement in statements {
+            let deallocations = self.deallocations
+            names.append(try await preparedName(for: statement.sql))
+            if deallocations != self.deallocations {
+                // Preparing this one reached the limit and deallocated every statement, those
+                // this pipeline had named already too: name them again (prepared again).
+                names.removeAll(keepingCapacity: true)
+                for earlier in statements { names.append(try await preparedName(for: earlier.sql)) }
+                break
+            }
+        }
         guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(handle) }
         for (index, statement) in statements.enumerated() {
@@ -238,6 +248,7 @@ extension PostgresConnection {
         if preparedStatements.count >= Self.preparedStatementLimit {
             try await execute("DEALLOCATE ALL")
             preparedStatements.removeAll()
+            deallocations += 1
         }
         nextStatementID += 1
         let name = "baton_\(nextStatementID)".utf8CString

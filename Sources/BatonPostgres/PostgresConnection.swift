@@ -18,6 +18,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// implicit conversion for libpq copied to a new heap buffer on every statement.
     var preparedStatements: [String: ContiguousArray<CChar>] = [:]
     var nextStatementID = 0
+    /// How many times the connection dropped its prepared statements for reaching
+    /// ``preparedStatementLimit`` (a pipeline checks that none did while it named its statements).
+    var deallocations = 0
     /// What tells the connection's loop that its socket is ready (nil: blocking use only).
     var driver: (any SocketDriver)?
     /// Set on the loop when a deadline cut the connection: every later wait throws it.
@@ -65,7 +68,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// connection goes idle.
     var endsSnapshotLazily = false
     /// Statements whose text exceeded this many distinct entries are not cached forever.
-    static let preparedStatementLimit = 512
+    public static let preparedStatementLimit = 512
 
     /// Server-side bounds set on every connection when it opens, so nothing a statement, a lock
     /// wait or an abandoned transaction does can outlive a request's deadline.

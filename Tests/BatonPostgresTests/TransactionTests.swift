@@ -240,4 +240,40 @@ struct TransactionTests {
             #expect(try await connection.query("SELECT $1::int", [8])[0].decode(Int.self, at: 0) == 8)
         }
     }
+
+    @Test("a NUL byte in a later statement of a pipeline inside a transaction: nothing of the transaction commits, and the connection works after", arguments: [false, true])
+    func nulInsideAPipeline(queued: Bool) async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        try await pool.query("CREATE TABLE notes (body text)")
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { db in
+                if queued {
+                    db.enqueue("INSERT INTO notes VALUES ($1)", ["first"])
+                    try await db.query("INSERT INTO notes VALUES ($1)", ["a\u{0}b"])
+                } else {
+                    _ = try await db.pipeline([
+                        ("INSERT INTO notes VALUES ($1)", [.text("first")]), ("INSERT INTO notes VALUES ($1)", [.text("a\u{0}b")]),
+                    ])
+                }
+            }
+        }
+        #expect(error?.code == .invalidParameter)
+        #expect(try await pool.query("SELECT count(*) FROM notes")[0].decode(Int.self, at: 0) == 0)
+        try await pool.withTransaction { db in try await db.query("INSERT INTO notes VALUES ($1)", ["next"]) }
+        #expect(try await pool.query("SELECT body FROM notes").map { try $0.decode(String.self, at: 0) } == ["next"])
+        await pool.close()
+    }
+
+    @Test("a pipeline whose new statements reach the connection's limit of prepared statements still runs: the names it collected before the limit's DEALLOCATE ALL are prepared again")
+    func pipelineAcrossThePreparedLimit() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        let results = try await pool.withConnection { connection in
+            // One short of the limit: the pipeline's first new statement fills it, its second
+            // makes the connection deallocate everything, the first's name included.
+            for index in 1..<PostgresConnection.preparedStatementLimit { try await connection.query("SELECT \(index)") }
+            return try await connection.pipeline([("SELECT 'first'", []), ("SELECT 'second'", [])])
+        }
+        #expect(try results.map { try $0[0].decode(String.self, at: 0) } == ["first", "second"])
+        await pool.close()
+    }
 }
