@@ -33,7 +33,9 @@ public enum TestDatabase {
         try await admin.withConnection { connection in
             try await connection.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
         }
-        return try Conninfo.replacing(server.adminConninfo, with: ["dbname": String(name)])
+        // Its connections get the same generous connect timeout: with 3 s, a fresh-clone CI run
+        // saw two pools of the parallel pass time out connecting to the databases just made.
+        return try Conninfo.replacing(server.adminConninfo, with: ["dbname": String(name), "connect_timeout": "20"])
     }
 
     /// A pool on a fresh database (see ``make(migrated:)``).
@@ -57,10 +59,16 @@ public enum TestDatabase {
     }
 
     /// `conninfo` (a database on the test server) reached through `host:port` instead, in
-    /// plain text unless told otherwise (the server also offers TLS on TCP).
+    /// plain text unless told otherwise (the server also offers TLS on TCP). Its connect timeout
+    /// is the library's default (3 s) again, as in production: fault tests put a proxy there
+    /// that can blackhole a connection being opened.
     public static func conninfo(_ conninfo: String, via host: String, port: Int, sslmode: String = "disable") throws -> String {
-        try Conninfo.replacing(conninfo, with: ["host": host, "port": String(port), "sslmode": sslmode])
+        try Conninfo.replacing(
+            conninfo, with: ["host": host, "port": String(port), "sslmode": sslmode, "connect_timeout": Self.defaultConnectTimeout])
     }
+
+    /// `PostgresConnection.Limits`' default `connect`, in whole seconds as libpq takes it.
+    static let defaultConnectTimeout = String(PostgresConnection.Limits().connect.components.seconds)
 
     /// `conninfo` (a database on the test server) over TCP with TLS required: the throwaway
     /// cluster serves a self-signed certificate (``TestCertificate``).
@@ -69,7 +77,8 @@ public enum TestDatabase {
         guard server.tls, let port = server.tcpPort else {
             throw TestFailure("the test database server serves no TLS (BATON_TEST_DATABASE_URL names another server, or it failed to start with TLS: see the log)")
         }
-        return try Self.conninfo(conninfo, via: "127.0.0.1", port: port, sslmode: "require")
+        // No proxy between: the generous connect timeout stays (a TLS handshake on a loaded machine).
+        return try Conninfo.replacing(conninfo, with: ["host": "127.0.0.1", "port": String(port), "sslmode": "require"])
     }
 
     /// The conninfo of the server's maintenance database (to run `pg_terminate_backend` etc.).
