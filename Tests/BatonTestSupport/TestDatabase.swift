@@ -25,17 +25,12 @@ public enum TestDatabase {
         let server = try await TestServer.shared.start()
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
         let template = migrated ? try await TestServer.shared.migratedTemplate() : nil
-        // A generous connect timeout: the whole suite's tests create their databases at once on
-        // two cores, and one run saw 17 of them time out (3 s, the default) in the same second.
-        let admin = PostgresPool(
-            configuration: .administrative(conninfo: try Conninfo.replacing(server.adminConninfo, with: ["connect_timeout": "20"])))
+        let admin = PostgresPool(configuration: .administrative(conninfo: server.adminConninfo))
         defer { Task { await admin.close() } }
         try await admin.withConnection { connection in
             try await connection.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
         }
-        // Its connections get the same generous connect timeout: with 3 s, a fresh-clone CI run
-        // saw two pools of the parallel pass time out connecting to the databases just made.
-        return try Conninfo.replacing(server.adminConninfo, with: ["dbname": String(name), "connect_timeout": "20"])
+        return try Conninfo.replacing(server.adminConninfo, with: ["dbname": String(name)])
     }
 
     /// A pool on a fresh database (see ``make(migrated:)``).
@@ -145,7 +140,12 @@ actor TestServer {
             // If this process dies without running atexit (a crash, SIGKILL), the watchdog
             // still stops the cluster and deletes it.
             try cluster.stopWhenThisProcessExits(removeDirectory: true)
-            server = StartedServer(adminConninfo: conninfo, tcpPort: port, tls: tls)
+            // A generous connect timeout for every connection the tests open to it (3 s is the
+            // default): the whole suite's tests create their databases at once on two cores, and
+            // one run saw 17 admin connections time out in the same second; a fresh-clone CI run,
+            // two pools of the parallel pass connecting to the databases just made.
+            server = StartedServer(
+                adminConninfo: try Conninfo.replacing(conninfo, with: ["connect_timeout": "20"]), tcpPort: port, tls: tls)
         }
         started = server
         return server
