@@ -330,14 +330,17 @@ func withWireParameters<R>(
 ) throws -> R {
     let count = parameters.count
     if count == 0 { return body(0, nil, nil, nil) }
+    // Both passes read the values in place (an index into the array, a `let` binding, the
+    // bytes through `withUTF8Bytes`): an `enumerated()` loop, or a `var` to call
+    // `String.withUTF8` on, copied each value out, one `swift_retain` per value per pass.
     // The size first, refusing a NUL on the way (memchr on the contiguous bytes).
     var byteCount = 0
-    for (index, parameter) in parameters.enumerated() {
-        switch parameter {
+    for index in 0..<count {
+        switch parameters[index] {
         case .null:
             break
-        case .text(var text):
-            byteCount += try text.withUTF8 { bytes -> Int in
+        case .text(let text):
+            byteCount += try withUTF8Bytes(of: text) { bytes -> Int in
                 if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil {
                     throw PostgresError(
                         code: .invalidParameter,
@@ -354,15 +357,15 @@ func withWireParameters<R>(
             // Lengths in the first half, formats (0 text, 1 binary) in the second.
             withUnsafeTemporaryAllocation(of: Int32.self, capacity: 2 * count) { numbers in
                 var offset = 0
-                for (index, parameter) in parameters.enumerated() {
+                for index in 0..<count {
                     let start = UnsafePointer((storage.baseAddress! + offset).assumingMemoryBound(to: CChar.self))
-                    switch parameter {
+                    switch parameters[index] {
                     case .null:
                         values[index] = nil
                         numbers[index] = 0
                         numbers[count + index] = 0
-                    case .text(var text):
-                        let length = text.withUTF8 { bytes -> Int in
+                    case .text(let text):
+                        let length = withUTF8Bytes(of: text) { bytes -> Int in
                             if let base = bytes.baseAddress { (storage.baseAddress! + offset).copyMemory(from: base, byteCount: bytes.count) }
                             return bytes.count
                         }
@@ -387,6 +390,15 @@ func withWireParameters<R>(
             }
         }
     }
+}
+
+/// `text`'s UTF-8 bytes, contiguous, without copying the string: native strings, small ones
+/// included, are read in place; only a bridged one is made contiguous first (in a copy).
+@inline(__always)
+private func withUTF8Bytes<R>(of text: String, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+    if let result = try text.utf8.withContiguousStorageIfAvailable(body) { return result }
+    var copy = text
+    return try copy.withUTF8(body)
 }
 
 /// Calls `body` with a NULL-terminated array of C strings that live for the call.
