@@ -126,20 +126,43 @@ public struct FlowEngineError: Error, Sendable, CustomStringConvertible {
 /// decides the next state and renders its answer. Effects, guards and loaders run through
 /// the ``FlowHost``; the engine itself touches nothing outside its arguments.
 public struct FlowEngine: Sendable {
-    public let flow: FlowDefinition
-    public var screens: [String: ScreenTemplate]
-    /// The transitions that make service calls, by call id: found once, when the engine is
-    /// made, not on every resumed step.
-    let callTransitions: [String: Transition]
+    /// What an engine is made of, shared by its copies. A command copies its engine out of the
+    /// served table and into its run; as a struct of the flow's dozen strings, arrays and
+    /// dictionaries, each copy cost a `swift_retain` per field (24 per command,
+    /// `Benchmarks/e2e/counts.sh`), one for this box.
+    @usableFromInline
+    final class Parts: Sendable {
+        @usableFromInline let flow: FlowDefinition
+        @usableFromInline let screens: [String: ScreenTemplate]
+        /// The transitions that make service calls, by call id: found once, when the engine is
+        /// made, not on every resumed step.
+        let callTransitions: [String: Transition]
+
+        init(flow: FlowDefinition, screens: [String: ScreenTemplate], callTransitions: [String: Transition]) {
+            self.flow = flow
+            self.screens = screens
+            self.callTransitions = callTransitions
+        }
+    }
+
+    @usableFromInline var parts: Parts
+
+    @inlinable public var flow: FlowDefinition { parts.flow }
+
+    public var screens: [String: ScreenTemplate] {
+        @inlinable get { parts.screens }
+        set { parts = Parts(flow: parts.flow, screens: newValue, callTransitions: parts.callTransitions) }
+    }
+
+    var callTransitions: [String: Transition] { parts.callTransitions }
+
     /// How many action states one command may pass through (a loop guard).
     public static let maxHops = 32
 
     public init(flow: FlowDefinition, screens: [String: ScreenTemplate] = [:]) {
-        self.flow = flow
-        self.screens = screens
         var calls: [String: Transition] = [:]
         for (_, transition) in flow.allTransitions { if let call = transition.call { calls[call.id] = transition } }
-        self.callTransitions = calls
+        self.parts = Parts(flow: flow, screens: screens, callTransitions: calls)
     }
 
     /// Starts a session: checks the parameters, enters the start state, answers.
