@@ -215,6 +215,9 @@ public struct FlowEngine: Sendable {
     }
 }
 
+/// The names a step's templates see, in `Run.scope`'s order.
+private let stepScopeNames = ["params", "input", "inputs", "result", "error", "subject", "data"]
+
 /// One command's walk through the machine.
 private struct Run<Host: FlowHost> {
     let engine: FlowEngine
@@ -225,12 +228,16 @@ private struct Run<Host: FlowHost> {
 
     var flow: FlowDefinition { engine.flow }
 
+    /// What the step's templates see. Made for each render, so made straight from its values:
+    /// through a dictionary literal it cost a hash table, two arrays and a retain per value
+    /// twice over (`Benchmarks/e2e/counts.sh`).
     var scope: TemplateScope {
-        TemplateScope([
-            "params": context["params"] ?? [:], "input": context["input"] ?? [:], "inputs": context["inputs"] ?? [:],
-            "result": context["result"] ?? .null,
-            "error": context["error"] ?? .null, "subject": call.subject.jsonValue, "data": context["data"] ?? [:],
-        ])
+        TemplateScope(
+            names: stepScopeNames,
+            roots: [
+                context["params"] ?? [:], context["input"] ?? [:], context["inputs"] ?? [:], context["result"] ?? .null,
+                context["error"] ?? .null, call.subject.jsonValue, context["data"] ?? [:],
+            ])
     }
 
     mutating func handle(event: String, input: CommandInput, in state: FlowState) async throws -> FlowStep {
@@ -594,7 +601,7 @@ public enum ScreenRendering {
         if let problem = ParameterCheck.problem(parameters, specs: template.parameters) {
             throw FlowEngineError(kind: .invalidParameters, message: "screen '\(template.name)': \(problem)")
         }
-        var scope = TemplateScope(["params": .object(parameters), "subject": call.subject.jsonValue, "error": error ?? .null])
+        var scope = TemplateScope(names: ["params", "subject", "error"], roots: [.object(parameters), call.subject.jsonValue, error ?? .null])
         var data = JSONObject()
         for load in template.serviceLoads {
             data[load.name] = load.value(for: fetched[load.name] ?? .failure(.failed), scope: scope)
@@ -602,7 +609,7 @@ public enum ScreenRendering {
         for load in template.loads {
             data[load.name] = try await host.runLoader(load.call.name, arguments: load.call.renderArguments(scope), call: call)
         }
-        scope.values["data"] = .object(data)
+        scope.set("data", .object(data))
         return scope
     }
 

@@ -114,6 +114,13 @@ public struct TemplateScope: Sendable {
         self.values = values
     }
 
+    /// A scope of `names[i]` = `roots[i]`; the names are distinct.
+    init(names: [String], roots: [JSONValue]) {
+        assert(names.count == roots.count && Set(names).count == names.count, "a scope's names pair with its values, once each")
+        self.names = names
+        self.roots = roots
+    }
+
     /// Every top-level value by name.
     public var values: [String: JSONValue] {
         get { Dictionary(zip(names, roots), uniquingKeysWith: { _, last in last }) }
