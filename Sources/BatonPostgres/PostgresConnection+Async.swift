@@ -158,14 +158,15 @@ extension PostgresConnection {
         if let last { batch.append((last.sql, last.parameters, nil)) }
         let outcomes = try await runPipeline(batch)
         var firstError: (any Error)?
-        for (index, outcome) in outcomes.enumerated() {
+        // By index, reading each outcome in place (`enumerated()` copied each one out).
+        for index in outcomes.indices {
             if let ahead = batch[index].ahead {
-                ahead.outcome = outcome
-                if ahead.requiringRows, case .success(let rows)? = outcome, rows.isEmpty, refutation == nil {
+                ahead.outcome = outcomes[index]
+                if ahead.requiringRows, case .success(let rows)? = outcomes[index], rows.isEmpty, refutation == nil {
                     refutation = PostgresError(code: .guessRefuted, message: "a statement sent ahead found no row; the transaction must restart")
                 }
             }
-            if case .failure(let error)? = outcome, firstError == nil { firstError = error }
+            if case .failure(let error)? = outcomes[index], firstError == nil { firstError = error }
         }
         if let firstError { throw firstError }
         if let refutation { throw refutation }
@@ -203,8 +204,8 @@ extension PostgresConnection {
         }
         guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(handle) }
-        for (index, statement) in statements.enumerated() {
-            let sent = try withWireParameters(statement.parameters) { count, values, lengths, formats in
+        for index in statements.indices {
+            let sent = try withWireParameters(statements[index].parameters) { count, values, lengths, formats in
                 names[index].withUnsafeBufferPointer { PQsendQueryPrepared(handle, $0.baseAddress, count, values, lengths, formats, 0) }
             }
             guard sent == 1 else { throw connectionError() }

@@ -1,4 +1,5 @@
 import CLibPQ
+import Foundation
 
 /// Owns a libpq `PGresult`. libpq documents a `PGresult` as read-only after creation and safe
 /// to read from any thread, which is why this box is `@unchecked Sendable`; it is freed once.
@@ -20,24 +21,16 @@ public struct PostgresRows: RandomAccessCollection, Sendable {
     let handle: PostgresResultHandle?
     /// The number of rows the command affected (`INSERT`, `UPDATE`, `DELETE`), or returned.
     public let affectedRows: Int
-    /// Column names in order.
-    public let columns: [String]
-    let types: [PostgresTypeOID]
+    /// How many columns each row has.
+    public let columnCount: Int
 
+    // Column names and types are read from the result when asked, not copied into arrays when
+    // it arrives: two allocations per result, and three references to retain on every copy of
+    // the rows instead of one (`Benchmarks/e2e/counts.sh`).
     init(handle: PostgresResultHandle) {
         let result = handle.pointer
         self.handle = handle
-        let fieldCount = Int(PQnfields(result))
-        var columns = [String]()
-        var types = [PostgresTypeOID]()
-        columns.reserveCapacity(fieldCount)
-        types.reserveCapacity(fieldCount)
-        for index in 0..<fieldCount {
-            columns.append(String(cString: PQfname(result, Int32(index))))
-            types.append(PostgresTypeOID(rawValue: PQftype(result, Int32(index))))
-        }
-        self.columns = columns
-        self.types = types
+        self.columnCount = Int(PQnfields(result))
         self.count = Int(PQntuples(result))
         let tuples = String(cString: PQcmdTuples(result))
         self.affectedRows = Int(tuples) ?? count
@@ -48,8 +41,7 @@ public struct PostgresRows: RandomAccessCollection, Sendable {
     private init() {
         handle = nil
         affectedRows = 0
-        columns = []
-        types = []
+        columnCount = 0
         count = 0
     }
 
@@ -58,12 +50,24 @@ public struct PostgresRows: RandomAccessCollection, Sendable {
     public var endIndex: Int { count }
     public subscript(position: Int) -> PostgresRow { PostgresRow(rows: self, index: position) }
 
+    /// Column names in order.
+    public var columns: [String] { (0..<columnCount).map(columnName) }
+
+    /// The name of column `index` (0-based, below ``columnCount``).
+    func columnName(_ index: Int) -> String {
+        guard let handle else { return "?" }
+        return String(cString: PQfname(handle.pointer, Int32(index)))
+    }
+
     /// The index of a column by name.
     public func columnIndex(_ name: String) throws -> Int {
-        guard let index = columns.firstIndex(of: name) else {
-            throw PostgresError(code: .decoding, message: "no column named '\(name)' (columns: \(columns.joined(separator: ", ")))")
+        if let handle {
+            let found = name.withCString { wanted in
+                (0..<columnCount).first { strcmp(PQfname(handle.pointer, Int32($0)), wanted) == 0 }
+            }
+            if let found { return found }
         }
-        return index
+        throw PostgresError(code: .decoding, message: "no column named '\(name)' (columns: \(columns.joined(separator: ", ")))")
     }
 }
 
@@ -95,16 +99,16 @@ public struct PostgresRow: Sendable {
     }
 
     @usableFromInline
-    func columnName(_ column: Int) -> String { column < rows.columns.count ? rows.columns[column] : "?" }
+    func columnName(_ column: Int) -> String { column >= 0 && column < rows.columnCount ? rows.columnName(column) : "?" }
 
     @usableFromInline
     func withValue<R>(at column: Int, _ body: (UnsafeRawBufferPointer?, PostgresTypeOID) throws -> R) throws -> R {
-        guard let handle = rows.handle, column >= 0, column < rows.columns.count else {
-            throw PostgresError(code: .decoding, message: "column index \(column) out of range (\(rows.columns.count) columns)")
+        guard let handle = rows.handle, column >= 0, column < rows.columnCount else {
+            throw PostgresError(code: .decoding, message: "column index \(column) out of range (\(rows.columnCount) columns)")
         }
         let result = handle.pointer
         let row = Int32(index), col = Int32(column)
-        let oid = rows.types[column]
+        let oid = PostgresTypeOID(rawValue: PQftype(result, col))
         if PQgetisnull(result, row, col) == 1 { return try body(nil, oid) }
         let length = Int(PQgetlength(result, row, col))
         guard let value = PQgetvalue(result, row, col) else { return try body(nil, oid) }

@@ -84,7 +84,7 @@ public struct ScenarioRunner: Sendable {
                 case .sql(let sql):
                     let rows = try await pool.query(sql)
                     let table: JSONValue = .array(
-                        try rows.map { row in .array(try (0..<rows.columns.count).map { try row.decode(String?.self, at: $0).map(JSONValue.string) ?? .null }) })
+                        try rows.map { row in .array(try (0..<rows.columnCount).map { try row.decode(String?.self, at: $0).map(JSONValue.string) ?? .null }) })
                     if let expected = step.expect, let problem = LooseMatch.mismatch(expected: expected, actual: table) {
                         fail("rows: \(problem)")
                     }

@@ -101,7 +101,20 @@ struct ValueTests {
         #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, named: "word") }
         #expect(throws: PostgresError.self) { try rows[0].decode(Int32.self, named: "big") }
         #expect(try rows[0].decode(Int64.self, named: "big") == 3_000_000_000)
-        #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, named: "nope") }
+        let unknown = #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, named: "nope") }
+        #expect(unknown?.message == "no column named 'nope' (columns: missing, word, big)")
+        let outside = #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, at: 3) }
+        #expect(outside?.message == "column index 3 out of range (3 columns)")
+        #expect(throws: PostgresError.self) { try rows[0].decode(Int.self, at: -1) }
+        // Names and types are read from the result when asked: a name differing only in case,
+        // or a prefix of one, is another name.
+        #expect(rows.columns == ["missing", "word", "big"])
+        #expect(rows.columnCount == 3)
+        #expect(try rows.columnIndex("big") == 2)
+        #expect(throws: PostgresError.self) { try rows.columnIndex("BIG") }
+        #expect(throws: PostgresError.self) { try rows.columnIndex("wor") }
+        let empty = try await pool.query("SELECT 1 WHERE false")
+        #expect(empty.isEmpty && empty.columns == ["?column?"])
     }
 
     @Test("UUID text is read as Foundation reads it and written lowercase; a uuid column round-trips")
