@@ -266,7 +266,9 @@ struct TransactionTests {
 
     @Test("a pipeline whose new statements reach the connection's limit of prepared statements still runs: the names it collected before the limit's DEALLOCATE ALL are prepared again")
     func pipelineAcrossThePreparedLimit() async throws {
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        // A generous deadline: the 1 022 round trips below took more than the default 5 s in a
+        // loaded parallel pass.
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .seconds(60)))
         let results = try await pool.withConnection { connection in
             // One short of the limit: the pipeline's first new statement fills it, its second
             // makes the connection deallocate everything, the first's name included.
