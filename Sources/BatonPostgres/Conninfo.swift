@@ -26,7 +26,17 @@ public enum Conninfo {
     public static func replacing(_ conninfo: String, with overrides: [String: String]) throws -> String {
         var settings = try parse(conninfo)
         for (key, value) in overrides { settings[key] = value }
-        return settings.sorted { $0.key < $1.key }.map { "\($0.key)='\(escape($0.value))'" }.joined(separator: " ")
+        return written(settings)
+    }
+
+    /// Returns `conninfo` as `key=value` pairs without the settings named in `keys`, so that
+    /// libpq's defaults (or the caller's own, such as ``PostgresConnection/Limits``) apply.
+    public static func removing(_ keys: Set<String>, from conninfo: String) throws -> String {
+        written(try parse(conninfo).filter { !keys.contains($0.key) })
+    }
+
+    private static func written(_ settings: [String: String]) -> String {
+        settings.sorted { $0.key < $1.key }.map { "\($0.key)='\(escape($0.value))'" }.joined(separator: " ")
     }
 
     /// The same settings with the password hidden, for logs and error messages.

@@ -392,8 +392,9 @@ func withWireParameters<R>(
     }
 }
 
-/// `text`'s UTF-8 bytes, contiguous, without copying the string: native strings, small ones
-/// included, are read in place; only a bridged one is made contiguous first (in a copy).
+/// `text`'s UTF-8 bytes, contiguous, without a copy of the string on the heap: a native string's
+/// are read where they are stored (a small one's from a copy on the stack); only a bridged one
+/// is made contiguous first, in a copy.
 @inline(__always)
 private func withUTF8Bytes<R>(of text: String, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
     if let result = try text.utf8.withContiguousStorageIfAvailable(body) { return result }

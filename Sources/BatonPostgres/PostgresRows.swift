@@ -55,13 +55,15 @@ public struct PostgresRows: RandomAccessCollection, Sendable {
 
     /// The name of column `index` (0-based, below ``columnCount``).
     func columnName(_ index: Int) -> String {
-        guard let handle else { return "?" }
-        return String(cString: PQfname(handle.pointer, Int32(index)))
+        guard let handle, index >= 0, index < columnCount, let name = PQfname(handle.pointer, Int32(index)) else { return "?" }
+        return String(cString: name)
     }
 
-    /// The index of a column by name.
+    /// The index of a column by name (the first, should two share it). Names are compared byte
+    /// for byte, as PostgreSQL compares identifiers.
     public func columnIndex(_ name: String) throws -> Int {
-        if let handle {
+        // A NUL would end the C string early ("big\0x" would find "big").
+        if let handle, !name.utf8.contains(0) {
             let found = name.withCString { wanted in
                 (0..<columnCount).first { strcmp(PQfname(handle.pointer, Int32($0)), wanted) == 0 }
             }
@@ -99,7 +101,7 @@ public struct PostgresRow: Sendable {
     }
 
     @usableFromInline
-    func columnName(_ column: Int) -> String { column >= 0 && column < rows.columnCount ? rows.columnName(column) : "?" }
+    func columnName(_ column: Int) -> String { rows.columnName(column) }
 
     @usableFromInline
     func withValue<R>(at column: Int, _ body: (UnsafeRawBufferPointer?, PostgresTypeOID) throws -> R) throws -> R {

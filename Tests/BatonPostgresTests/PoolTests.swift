@@ -410,6 +410,8 @@ struct PoolTests {
         #expect(!Conninfo.redacted("postgresql://baton:s3cret@db.example/app").contains("s3cret"))
         let replaced = try Conninfo.replacing("host=/tmp port=5432 dbname=a", with: ["dbname": "b"])
         #expect(try Conninfo.parse(replaced)["dbname"] == "b")
+        let removed = try Conninfo.removing(["connect_timeout", "nothing"], from: "postgresql://baton@db.example/app?connect_timeout=20&sslmode=require")
+        #expect(try Conninfo.parse(removed) == ["user": "baton", "host": "db.example", "dbname": "app", "sslmode": "require"])
         #expect(throws: PostgresError.self) { try Conninfo.parse("host='unterminated") }
     }
 }

@@ -113,6 +113,7 @@ struct ValueTests {
         #expect(try rows.columnIndex("big") == 2)
         #expect(throws: PostgresError.self) { try rows.columnIndex("BIG") }
         #expect(throws: PostgresError.self) { try rows.columnIndex("wor") }
+        #expect(throws: PostgresError.self) { try rows.columnIndex("big\u{0}x") }
         let empty = try await pool.query("SELECT 1 WHERE false")
         #expect(empty.isEmpty && empty.columns == ["?column?"])
     }

@@ -54,16 +54,14 @@ public enum TestDatabase {
     }
 
     /// `conninfo` (a database on the test server) reached through `host:port` instead, in
-    /// plain text unless told otherwise (the server also offers TLS on TCP). Its connect timeout
-    /// is the library's default (3 s) again, as in production: fault tests put a proxy there
-    /// that can blackhole a connection being opened.
+    /// plain text unless told otherwise (the server also offers TLS on TCP). Without the test
+    /// cluster's generous connect timeout: as in production, the pool's limits decide (3 s,
+    /// 2 s for the pool's recovery probe), since fault tests put a proxy there that can
+    /// blackhole a connection being opened.
     public static func conninfo(_ conninfo: String, via host: String, port: Int, sslmode: String = "disable") throws -> String {
-        try Conninfo.replacing(
-            conninfo, with: ["host": host, "port": String(port), "sslmode": sslmode, "connect_timeout": Self.defaultConnectTimeout])
+        try Conninfo.removing(
+            ["connect_timeout"], from: Conninfo.replacing(conninfo, with: ["host": host, "port": String(port), "sslmode": sslmode]))
     }
-
-    /// `PostgresConnection.Limits`' default `connect`, in whole seconds as libpq takes it.
-    static let defaultConnectTimeout = String(PostgresConnection.Limits().connect.components.seconds)
 
     /// `conninfo` (a database on the test server) over TCP with TLS required: the throwaway
     /// cluster serves a self-signed certificate (``TestCertificate``).
@@ -101,7 +99,7 @@ actor TestServer {
         if let started { return started }
         let server: StartedServer
         if let url = ProcessInfo.processInfo.environment["BATON_TEST_DATABASE_URL"], !url.isEmpty {
-            server = StartedServer(adminConninfo: url, tcpPort: nil)
+            server = StartedServer(adminConninfo: try Self.patient(url), tcpPort: nil)
         } else {
             let directory = URL(fileURLWithPath: NSTemporaryDirectory())
                 .appendingPathComponent("baton-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
@@ -140,15 +138,19 @@ actor TestServer {
             // If this process dies without running atexit (a crash, SIGKILL), the watchdog
             // still stops the cluster and deletes it.
             try cluster.stopWhenThisProcessExits(removeDirectory: true)
-            // A generous connect timeout for every connection the tests open to it (3 s is the
-            // default): the whole suite's tests create their databases at once on two cores, and
-            // one run saw 17 admin connections time out in the same second; a fresh-clone CI run,
-            // two pools of the parallel pass connecting to the databases just made.
-            server = StartedServer(
-                adminConninfo: try Conninfo.replacing(conninfo, with: ["connect_timeout": "20"]), tcpPort: port, tls: tls)
+            server = StartedServer(adminConninfo: try Self.patient(conninfo), tcpPort: port, tls: tls)
         }
         started = server
         return server
+    }
+
+    /// `conninfo` with a generous connect timeout for every connection the tests open to the
+    /// server (3 s is the default), unless it sets its own: the whole suite's tests create their
+    /// databases at once on two cores, and one run saw 17 admin connections time out in the
+    /// same second; a fresh-clone CI run, two pools of the parallel pass connecting to the
+    /// databases just made.
+    private static func patient(_ conninfo: String) throws -> String {
+        try Conninfo.parse(conninfo)["connect_timeout"] != nil ? conninfo : Conninfo.replacing(conninfo, with: ["connect_timeout": "20"])
     }
 
     /// One migrated template per process; concurrent callers share the same task (the actor
