@@ -145,14 +145,11 @@ public struct FlowEngine: Sendable {
         }
     }
 
-    @usableFromInline var parts: Parts
+    @usableFromInline let parts: Parts
 
     @inlinable public var flow: FlowDefinition { parts.flow }
 
-    public var screens: [String: ScreenTemplate] {
-        @inlinable get { parts.screens }
-        set { parts = Parts(flow: parts.flow, screens: newValue, callTransitions: parts.callTransitions) }
-    }
+    @inlinable public var screens: [String: ScreenTemplate] { parts.screens }
 
     var callTransitions: [String: Transition] { parts.callTransitions }
 
@@ -217,6 +214,8 @@ public struct FlowEngine: Sendable {
 
 /// The names a step's templates see, in `Run.scope`'s order.
 private let stepScopeNames = ["params", "input", "inputs", "result", "error", "subject", "data"]
+/// The names a screen's loaders see, in `ScreenRendering.load`'s order (`data` comes after them).
+private let screenScopeNames = ["params", "subject", "error"]
 
 /// One command's walk through the machine.
 private struct Run<Host: FlowHost> {
@@ -601,7 +600,7 @@ public enum ScreenRendering {
         if let problem = ParameterCheck.problem(parameters, specs: template.parameters) {
             throw FlowEngineError(kind: .invalidParameters, message: "screen '\(template.name)': \(problem)")
         }
-        var scope = TemplateScope(names: ["params", "subject", "error"], roots: [.object(parameters), call.subject.jsonValue, error ?? .null])
+        var scope = TemplateScope(names: screenScopeNames, roots: [.object(parameters), call.subject.jsonValue, error ?? .null])
         var data = JSONObject()
         for load in template.serviceLoads {
             data[load.name] = load.value(for: fetched[load.name] ?? .failure(.failed), scope: scope)

@@ -53,7 +53,7 @@ public struct PostgresRows: RandomAccessCollection, Sendable {
     /// Column names in order.
     public var columns: [String] { (0..<columnCount).map(columnName) }
 
-    /// The name of column `index` (0-based, below ``columnCount``).
+    /// The name of column `index` (0-based, below ``columnCount``; "?" for any other).
     func columnName(_ index: Int) -> String {
         guard let handle, index >= 0, index < columnCount, let name = PQfname(handle.pointer, Int32(index)) else { return "?" }
         return String(cString: name)
@@ -100,6 +100,7 @@ public struct PostgresRow: Sendable {
         return PQgetisnull(handle.pointer, Int32(index), Int32(column)) == 1
     }
 
+    /// For `decode`, which is inlinable and so cannot reach the internal `rows`.
     @usableFromInline
     func columnName(_ column: Int) -> String { rows.columnName(column) }
 
