@@ -34,7 +34,9 @@ protocol SocketDriver: AnyObject {
     /// libpq just read from its socket (`PQconsumeInput`).
     func consumed()
     /// Whether the server has sent something libpq has not read; nil when only the socket knows.
-    var serverSpoke: Bool? { get }
+    /// `exactly`: the answer must hold now (the check before `COMMIT`); otherwise what the loop
+    /// saw last will do (a lease's check).
+    func serverSpoke(exactly: Bool) -> Bool?
     /// Cuts the connection to the server for good (a deadline passed; the caller checks why):
     /// a wait ends at once, libpq reads its end, the server sees its client gone (and rolls back).
     func cut(socket: Int32)
@@ -365,7 +367,7 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
         expecting = false
     }
 
-    var serverSpoke: Bool? {
+    func serverSpoke(exactly: Bool) -> Bool? {
         if unread > 0 || held != nil || ended { return true }
         return drained ? false : nil
     }
@@ -453,15 +455,27 @@ struct LoopTimers {
 extension PostgresEventLoop: DatabaseLoop {
     func bind(_ connection: PostgresConnection) async throws {
         PQsetnonblocking(connection.handle, 1)
-        connection.driver = PollDriver(loop: self)
+        connection.driver = PollDriver(loop: self, socket: PQsocket(connection.handle))
     }
 }
 
-/// A connection on a ``PostgresEventLoop``: the loop's `poll` watches libpq's socket itself.
-final class PollDriver: SocketDriver {
+/// A connection on a ``PostgresEventLoop``: the loop's `poll` watches libpq's socket itself,
+/// for a waiting statement's answer and, while none waits, for what the server sends unprompted.
+/// Its state is touched only on the loop's thread (bound and closed from elsewhere, it goes
+/// through ``PostgresEventLoop/execute(_:)``).
+final class PollDriver: SocketDriver, @unchecked Sendable {
     private let loop: PostgresEventLoop
+    let socket: Int32
+    /// The socket became readable while no statement waited on it, and libpq has not read since:
+    /// the server spoke unprompted (nearly always a terminated backend's FATAL and end of file).
+    var spoke = false
 
-    init(loop: PostgresEventLoop) { self.loop = loop }
+    init(loop: PostgresEventLoop, socket: Int32) {
+        self.loop = loop
+        self.socket = socket
+        guard socket >= 0 else { return }
+        if loop.inLoop { loop.watch(self) } else { loop.execute { [self] in loop.watch(self) } }
+    }
 
     func wait(socket: Int32, for events: Int16) async -> Int16 {
         await loop.wait(socket: socket, for: events)
@@ -469,14 +483,23 @@ final class PollDriver: SocketDriver {
 
     func sent() {}
 
-    func consumed() {}
+    func consumed() { spoke = false }
 
-    var serverSpoke: Bool? { nil }
+    /// What the loop's last `poll` saw, instead of a `poll` of its own per lease: a backend that
+    /// ends while its connection sits idle wakes the loop, which notes it. One that ends after
+    /// that `poll` (within a turn of the loop, or while the previous body still ran) is found by
+    /// the next statement instead, which fails as a lost connection: `withTransaction` runs the
+    /// transaction again on a fresh one. The check before `COMMIT` asks the socket itself, since
+    /// what it decides is whether a lost `COMMIT` may be retried.
+    func serverSpoke(exactly: Bool) -> Bool? { spoke ? true : exactly ? nil : false }
 
     func cut(socket: Int32) {
         shutdown(socket, Int32(SHUT_RDWR))
         loop.wake(socket: socket)
     }
 
-    func close() {}
+    func close() {
+        guard socket >= 0 else { return }
+        if loop.inLoop { loop.unwatch(self) } else { loop.execute { [self] in loop.unwatch(self) } }
+    }
 }

@@ -138,7 +138,7 @@ extension PostgresConnection {
         // A server that spoke before we sent COMMIT (the FATAL of a terminated backend) ended the
         // transaction itself: a failure then is a plain lost connection, safe to retry.
         guard isOpen else { throw connectionError() }
-        let serverSpokeFirst = serverSpoke
+        let serverSpokeFirst = serverSpoke(exactly: true)
         do {
             try await query("COMMIT", parameters: [])
         } catch let error as PostgresError where !serverSpokeFirst && (error.code == .connectionLost || !isOpen) {

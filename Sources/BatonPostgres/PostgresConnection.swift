@@ -189,17 +189,20 @@ public final class PostgresConnection: @unchecked Sendable {
     /// socket is readable, the server has sent something unprompted — almost always the FATAL
     /// message and end-of-file of a backend killed by `pg_terminate_backend` or a restart — so
     /// the connection is treated as dead and replaced before anyone sends a statement into it.
-    /// (A snapshot whose `ROLLBACK` is still queued is as idle: the server waits for us.)
+    /// (A snapshot whose `ROLLBACK` is still queued is as idle: the server waits for us.) The
+    /// driver answers from what its loop last saw where it can (``PollDriver``): no system call
+    /// per lease.
     func checkAlive() -> Bool {
         let status = PQtransactionStatus(handle)
         guard PQstatus(handle) == CONNECTION_OK, status == PQTRANS_IDLE || (endsSnapshotLazily && status == PQTRANS_INTRANS)
         else { return false }
-        return !serverSpoke
+        return !serverSpoke(exactly: false)
     }
 
     /// Whether the server has sent something not read yet: its driver knows, or the socket says.
-    var serverSpoke: Bool {
-        if let known = driver?.serverSpoke { return known }
+    /// `exactly`: as of now, not as of the loop's last look (see ``SocketDriver``).
+    func serverSpoke(exactly: Bool) -> Bool {
+        if let known = driver?.serverSpoke(exactly: exactly) { return known }
         let socket = PQsocket(handle)
         guard socket >= 0 else { return true }
         var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)

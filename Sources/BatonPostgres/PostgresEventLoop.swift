@@ -79,6 +79,9 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     // Loop-thread only:
     private var waiters: [Int32: Waiter] = [:]
     private var timers = LoopTimers()
+    /// Every bound connection's driver, by socket: while nobody waits on its socket, `poll`
+    /// watches it for what the server sends unprompted (``PollDriver/spoke``).
+    private var quiet: [Int32: PollDriver] = [:]
 
     private init(name: String) {
         self.name = name
@@ -171,6 +174,20 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         timers.cancel(id)
     }
 
+    /// Watches `driver`'s socket for what the server sends while nobody waits on it, until
+    /// ``unwatch(_:)``. Loop thread only.
+    func watch(_ driver: PollDriver) {
+        precondition(inLoop)
+        quiet[driver.socket] = driver
+    }
+
+    /// Stops watching `driver`'s socket (its connection was finished). The socket's number may
+    /// already belong to a connection bound since, whose driver stays.
+    func unwatch(_ driver: PollDriver) {
+        precondition(inLoop)
+        if quiet[driver.socket] === driver { quiet[driver.socket] = nil }
+    }
+
     // MARK: - The loop
 
     private func run() {
@@ -196,6 +213,14 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                 descriptors[count] = pollfd(fd: socket, events: waiter.events, revents: 0)
                 count += 1
             }
+            // Then the sockets nobody waits on and that have not spoken yet: a backend ended by
+            // `pg_terminate_backend` or a restart says so here while its connection sits idle, so
+            // a lease can tell without a `poll` of its own.
+            let waited = count
+            for (socket, driver) in quiet where !driver.spoke && waiters[socket] == nil && count < descriptors.count {
+                descriptors[count] = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+                count += 1
+            }
             var timeout: Int32 = -1
             if let due = timers.earliest {
                 let left = due - .now
@@ -217,13 +242,18 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
             }
             if ready > 0 {
                 if descriptors[0].revents != 0 {
+                    // A pipe's read takes all there is up to the count asked: one that comes back
+                    // short has emptied it, so no second read is needed to hear EAGAIN.
                     var sink: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-                    while withUnsafeMutableBytes(of: &sink, { read(wakeRead, $0.baseAddress, $0.count) }) > 0 {}
+                    while withUnsafeMutableBytes(of: &sink, { read(wakeRead, $0.baseAddress, $0.count) }) == MemoryLayout.size(ofValue: sink) {}
                 }
-                for index in 1..<count where descriptors[index].revents != 0 {
+                for index in 1..<waited where descriptors[index].revents != 0 {
                     if let waiter = waiters.removeValue(forKey: descriptors[index].fd) {
                         waiter.continuation.resume(returning: descriptors[index].revents)
                     }
+                }
+                for index in waited..<count where descriptors[index].revents != 0 {
+                    quiet[descriptors[index].fd]?.spoke = true
                 }
             }
             // A deadline fires only after what had come by then was handled: a loop held up past it
