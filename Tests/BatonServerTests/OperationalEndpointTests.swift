@@ -140,7 +140,8 @@ struct OperationalEndpointTests {
                 "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
                 "HEAD /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD /diagnostics/probe/abc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
             ]
-            let bytes = try #require(await Loopback.exchange(port: port, sending: Array(requests.joined().utf8), timeout: 5))
+            // 20 s between reads bounds a hang; 5 s ran out once in a loaded parallel pass.
+            let bytes = try #require(await Loopback.exchange(port: port, sending: Array(requests.joined().utf8), timeout: 20))
             let text = String(decoding: bytes, as: UTF8.self)
             let answers = Loopback.Answer.all(bytes)
             #expect(answers.map(\.statusCode) == [200, 200, 200, 405], "\(text)")
