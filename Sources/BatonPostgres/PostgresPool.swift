@@ -192,10 +192,21 @@ public final class PostgresPool: Sendable {
     public func withConnection<R>(
         timeout: Duration? = nil, _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
-        let limit = timeout ?? configuration.callTimeout
-        let deadline = ContinuousClock.now + limit
         // The caller's event loop, before waiting for a connection may move it to another.
         let home = MultiThreadedEventLoopGroup.currentEventLoop
+        if let home, !Self.onEventLoops {
+            // Leaving a database thread's preference goes straight back to the caller's loop
+            // (``HomeExecutor``), and so does a wait for a connection that thread ends.
+            return try await withTaskExecutorPreference(HomeExecutor.current(home)) { try await lease(timeout: timeout, home: home, body) }
+        }
+        return try await lease(timeout: timeout, home: home, body)
+    }
+
+    private func lease<R>(
+        timeout: Duration?, home: (any EventLoop)?, _ body: (PostgresConnection) async throws -> R
+    ) async throws -> R {
+        let limit = timeout ?? configuration.callTimeout
+        let deadline = ContinuousClock.now + limit
         var slot = try await acquire(deadline: deadline, home: home)
         let result = await Result {
             while true {
@@ -210,10 +221,9 @@ public final class PostgresPool: Sendable {
                 }
             }
         }
-        // Back to the caller's thread, unless the body ran there: code after the body must not
-        // hold up the connection's loop when that is not the caller's. When the caller came from
-        // an event loop (Baton's server installs NIO as the global executor), it resumes on that
-        // same loop, so its response is written without another thread hop.
+        // Back to the caller's thread, unless the task is there already (a caller on an event
+        // loop, through ``HomeExecutor``, or a body on the event loops that ran there): code after
+        // the body must not hold up the connection's loop when that is not the caller's.
         if let home, home.inEventLoop { return try result.get() }
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
             if let home { home.execute { continuation.resume() } } else { slot.loop.execute { continuation.resume() } }
@@ -657,4 +667,35 @@ private final class CallState: @unchecked Sendable {
     var connection: PostgresConnection?
     /// Waiting for a connection to open: the deadline may answer first.
     var connecting: UnsafeContinuation<Result<PostgresConnection, any Error>, Never>?
+}
+
+/// A caller's NIO event loop as a task executor, for the length of a call on a database thread.
+///
+/// A task leaving the database loop's preference would go to the generic executor, which Baton
+/// runs on the event loops (`EventLoopGlobalExecutor`): from a thread that is no event loop's,
+/// that is the group's next loop — on two loops, half the time not the one that serves the
+/// request, which then hopped home once more to write its response. With this as the outer
+/// preference, the task leaves the database thread for its own loop at once, and a waiter for
+/// a connection that a database thread hands over wakes there too. (Entering and leaving this
+/// preference on the loop itself costs a job queued there, no wake-up.)
+final class HomeExecutor: TaskExecutor {
+    private let eventLoop: any EventLoop
+
+    private init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    /// Each event loop's thread makes its executor once, not once per call.
+    private static let made = ThreadSpecificVariable<HomeExecutor>()
+
+    /// The executor of `eventLoop`, the calling thread's loop.
+    static func current(_ eventLoop: any EventLoop) -> HomeExecutor {
+        if let made = made.currentValue, made.eventLoop === eventLoop { return made }
+        let executor = HomeExecutor(eventLoop)
+        made.currentValue = executor
+        return executor
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
 }

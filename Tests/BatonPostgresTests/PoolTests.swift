@@ -57,6 +57,34 @@ struct PoolTests {
         #expect(pool.statistics.connectionsOpened == MultiThreadedEventLoopGroup.singleton.makeIterator().map { $0 }.count)
     }
 
+    @Test(
+        "on database threads, a caller on an event loop has its body run on a database thread and goes on on its own loop, after waiting for a connection too",
+        .enabled(if: ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] != "0", "the database threads"))
+    func backOnTheCallersLoop() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: Self.callTimeout))
+        defer { Task { await pool.close() } }
+        // Four callers on each loop at once, on a pool of one: most wait for the connection a
+        // database thread hands over.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
+                for _ in 0..<4 {
+                    group.addTask {
+                        try await withTaskExecutorPreference(LoopExecutor(loop)) {
+                            let (onLoop, value) = try await pool.withConnection { connection in
+                                (loop.inEventLoop, try await connection.query("SELECT 41 + 1")[0].decode(Int.self, at: 0))
+                            }
+                            #expect(value == 42)
+                            #expect(!onLoop, "the body ran on its connection's database thread")
+                            #expect(loop.inEventLoop, "the caller went on on its own loop")
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(pool.statistics.inUse == 0 && pool.statistics.waiters == 0)
+    }
+
     #if os(Linux)
     @Test("the database loops' threads carry their own names, as top -H and perf show them")
     func threadNames() async throws {
