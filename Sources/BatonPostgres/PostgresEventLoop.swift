@@ -190,6 +190,9 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: - The loop
 
+    /// How many batches of queued work a turn runs before it looks at the sockets again.
+    static let batchesPerTurn = 4
+
     private func run() {
         // Reused every turn, never shared, so no turn allocates: the jobs to run (swapped with
         // the inbox under its lock) and the descriptors handed to `poll`.
@@ -199,12 +202,17 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         // When the previous turn's `poll` returned: the answers it saw have run by the end of this turn.
         var previousPoll = ContinuousClock.now
         while true {
-            // Run what is queued; jobs queued meanwhile wait for the next turn, after the sockets.
-            inbox.withLock { inbox in swap(&inbox.work, &batch) }
-            while let work = batch.popFirst() {
-                switch work {
-                case .job(let job): job.runSynchronously(on: asUnownedTaskExecutor())
-                case .closure(let body): body()
+            // Run what is queued, then what was queued meanwhile, up to ``batchesPerTurn`` batches;
+            // then the sockets, so that work handed over without a pause cannot keep answers
+            // waiting. A batch run now instead of in the next turn saves that turn's `poll`.
+            for _ in 0..<Self.batchesPerTurn {
+                inbox.withLock { inbox in swap(&inbox.work, &batch) }
+                if batch.isEmpty { break }
+                while let work = batch.popFirst() {
+                    switch work {
+                    case .job(let job): job.runSynchronously(on: asUnownedTaskExecutor())
+                    case .closure(let body): body()
+                    }
                 }
             }
             descriptors[0] = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
