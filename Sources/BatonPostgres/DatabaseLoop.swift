@@ -486,12 +486,17 @@ final class PollDriver: SocketDriver, @unchecked Sendable {
     func consumed() { spoke = false }
 
     /// What the loop's last `poll` saw, instead of a `poll` of its own per lease: a backend that
-    /// ends while its connection sits idle wakes the loop, which notes it. One that ends after
-    /// that `poll` (within a turn of the loop, or while the previous body still ran) is found by
-    /// the next statement instead, which fails as a lost connection: `withTransaction` runs the
-    /// transaction again on a fresh one. The check before `COMMIT` asks the socket itself, since
-    /// what it decides is whether a lost `COMMIT` may be retried.
-    func serverSpoke(exactly: Bool) -> Bool? { spoke ? true : exactly ? nil : false }
+    /// ends while its connection sits idle wakes the loop, which marks it. The mark is trusted in
+    /// the first batch of work after that `poll` only (``PostgresEventLoop/marksAreFresh``);
+    /// later, and for the check before `COMMIT` (which decides whether a lost `COMMIT` may be
+    /// run again), an unset mark sends the caller to the socket. A backend that ends within
+    /// that first batch (while the previous body on the connection finished, say) is found by
+    /// the lease's first statement instead, which fails as a lost connection: `withTransaction`
+    /// runs the transaction again on a fresh one, a plain `withConnection` body gets the error.
+    func serverSpoke(exactly: Bool) -> Bool? {
+        if spoke { return true }
+        return exactly || !loop.marksAreFresh ? nil : false
+    }
 
     func cut(socket: Int32) {
         shutdown(socket, Int32(SHUT_RDWR))

@@ -16,7 +16,8 @@ import Synchronization
 /// and hands nothing between threads, a deadline can end a wait at once (``wake(socket:)``),
 /// and with several connections on a loop one wake-up serves every one that became ready.
 ///
-/// Everything the loop owns (waiters, timers) is touched only on its thread; other threads
+/// Everything the loop owns (waiters, timers, the idle sockets it watches) is touched only on
+/// its thread; other threads
 /// reach it through ``execute(_:)``, which wakes it through a pipe only when it sleeps.
 public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     /// The loops every pool shares: `BATON_DB_LOOPS` of them (1–64), else ``defaultCount``.
@@ -82,6 +83,10 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
     /// Every bound connection's driver, by socket: while nobody waits on its socket, `poll`
     /// watches it for what the server sends unprompted (``PollDriver/spoke``).
     private var quiet: [Int32: PollDriver] = [:]
+    /// What the idle sockets' marks are worth now: the loop runs the first batch of work after a
+    /// `poll`, and every idle socket fitted in that `poll`. Later batches ran after it, so a mark
+    /// that is not set may be stale by then (see ``PollDriver/serverSpoke(exactly:)``).
+    private(set) var marksAreFresh = false
 
     private init(name: String) {
         self.name = name
@@ -201,13 +206,16 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         defer { descriptors.deallocate() }
         // When the previous turn's `poll` returned: the answers it saw have run by the end of this turn.
         var previousPoll = ContinuousClock.now
+        // Whether the last `poll` watched every idle socket (1 024 descriptors at most).
+        var quietFitted = false
         while true {
             // Run what is queued, then what was queued meanwhile, up to ``batchesPerTurn`` batches;
             // then the sockets, so that work handed over without a pause cannot keep answers
             // waiting. A batch run now instead of in the next turn saves that turn's `poll`.
-            for _ in 0..<Self.batchesPerTurn {
+            for turnBatch in 0..<Self.batchesPerTurn {
                 inbox.withLock { inbox in swap(&inbox.work, &batch) }
                 if batch.isEmpty { break }
+                marksAreFresh = turnBatch == 0 && quietFitted
                 while let work = batch.popFirst() {
                     switch work {
                     case .job(let job): job.runSynchronously(on: asUnownedTaskExecutor())
@@ -225,7 +233,12 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
             // `pg_terminate_backend` or a restart says so here while its connection sits idle, so
             // a lease can tell without a `poll` of its own.
             let waited = count
-            for (socket, driver) in quiet where !driver.spoke && waiters[socket] == nil && count < descriptors.count {
+            quietFitted = true
+            for (socket, driver) in quiet where !driver.spoke && waiters[socket] == nil {
+                guard count < descriptors.count else {
+                    quietFitted = false
+                    break
+                }
                 descriptors[count] = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
                 count += 1
             }

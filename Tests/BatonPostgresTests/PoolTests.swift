@@ -61,7 +61,8 @@ struct PoolTests {
         "on database threads, a caller on an event loop has its body run on a database thread and goes on on its own loop, after waiting for a connection too",
         .enabled(if: ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] != "0", "the database threads"))
     func backOnTheCallersLoop() async throws {
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: Self.callTimeout))
+        let pool = PostgresPool(
+            configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(60), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
         // Four callers on each loop at once, on a pool of one: most wait for the connection a
         // database thread hands over.
@@ -69,13 +70,19 @@ struct PoolTests {
             for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
                 for _ in 0..<4 {
                     group.addTask {
-                        try await withTaskExecutorPreference(LoopExecutor(loop)) {
+                        let executor = LoopExecutor(loop)
+                        try await withTaskExecutorPreference(executor) {
+                            let handedIn = executor.fromElsewhere.load(ordering: .relaxed)
                             let (onLoop, value) = try await pool.withConnection { connection in
                                 (loop.inEventLoop, try await connection.query("SELECT 41 + 1")[0].decode(Int.self, at: 0))
                             }
                             #expect(value == 42)
                             #expect(!onLoop, "the body ran on its connection's database thread")
                             #expect(loop.inEventLoop, "the caller went on on its own loop")
+                            // The way home (and a waiter's wake-up) is the pool's, on the caller's
+                            // loop: nothing came back through the caller's own executor from
+                            // another thread, as leaving the database thread's preference would.
+                            #expect(executor.fromElsewhere.load(ordering: .relaxed) == handedIn)
                         }
                     }
                 }
@@ -449,8 +456,11 @@ import Synchronization
 /// Runs a task's jobs on one NIO event loop, as Baton's server runs its requests.
 private final class LoopExecutor: TaskExecutor, Sendable {
     let loop: any EventLoop
+    /// Jobs handed in from a thread other than the loop's.
+    let fromElsewhere = Atomic<Int>(0)
     init(_ loop: any EventLoop) { self.loop = loop }
     func enqueue(_ job: consuming ExecutorJob) {
+        if !loop.inEventLoop { fromElsewhere.add(1, ordering: .relaxed) }
         let job = UnownedJob(job)
         loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
