@@ -255,6 +255,7 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
             let waiting = ContinuousClock.now
             let ready = poll(descriptors.baseAddress, nfds_t(count), mustSpin ? 0 : timeout)
             let polled = ContinuousClock.now
+            if ready < 0 { quietFitted = false }  // interrupted: it saw nothing, marks included
             let worked = (waiting - previousPoll).components
             busyNanoseconds.wrappingAdd(worked.seconds * 1_000_000_000 + worked.attoseconds / 1_000_000_000, ordering: .relaxed)
             inbox.withLock { inbox in
