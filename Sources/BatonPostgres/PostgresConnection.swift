@@ -353,6 +353,8 @@ func withWireParameters<R>(
             }
         case .binary(let bytes):
             byteCount += bytes.count
+        case .uuid:
+            byteCount += UUID.canonicalLength + 1
         }
     }
     return withUnsafeTemporaryAllocation(byteCount: max(byteCount, 1), alignment: 1) { storage in
@@ -377,6 +379,13 @@ func withWireParameters<R>(
                         numbers[index] = Int32(length)
                         numbers[count + index] = 0
                         offset += length + 1
+                    case .uuid(let uuid):
+                        uuid.writeCanonical(to: UnsafeMutableRawBufferPointer(rebasing: storage[offset..<offset + UUID.canonicalLength]))
+                        storage[offset + UUID.canonicalLength] = 0
+                        values[index] = start
+                        numbers[index] = Int32(UUID.canonicalLength)
+                        numbers[count + index] = 0
+                        offset += UUID.canonicalLength + 1
                     case .binary(let bytes):
                         bytes.withUnsafeBytes { raw in
                             if let base = raw.baseAddress { (storage.baseAddress! + offset).copyMemory(from: base, byteCount: raw.count) }

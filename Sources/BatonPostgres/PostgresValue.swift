@@ -6,6 +6,10 @@ public enum PostgresParameter: Sendable, Hashable {
     case null
     case text(String)
     case binary([UInt8])
+    /// A UUID, sent as its canonical lowercase text: written straight into the statement's
+    /// buffer, where `.text(uuid.lowercased)` would make a 36-byte string on the heap first
+    /// (several per command).
+    case uuid(UUID)
 }
 
 /// A Swift value that can be bound as a statement parameter (`$1`, `$2`, ...).
@@ -210,7 +214,7 @@ extension Decimal: PostgresCodable {
 // MARK: - UUID
 
 extension UUID: PostgresCodable {
-    public var postgresParameter: PostgresParameter { .text(lowercased) }
+    public var postgresParameter: PostgresParameter { .uuid(self) }
 
     public static func decode(from bytes: UnsafeRawBufferPointer?, type: PostgresTypeOID) throws -> UUID {
         let value = try requireValue(bytes, "UUID")

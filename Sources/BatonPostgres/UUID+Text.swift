@@ -46,20 +46,31 @@ extension UUID {
     /// `uuidString.lowercased()` builds two strings, and ids are written for every row a
     /// loader returns and every UUID parameter sent.
     public var lowercased: String {
+        String(unsafeUninitializedCapacity: Self.canonicalLength) { output in
+            writeCanonical(to: UnsafeMutableRawBufferPointer(output))
+            return Self.canonicalLength
+        }
+    }
+
+    /// The length of the canonical text form.
+    static let canonicalLength = 36
+
+    /// Writes the canonical lowercase form into `output`, which has room for
+    /// ``canonicalLength`` bytes.
+    func writeCanonical(to output: UnsafeMutableRawBufferPointer) {
+        precondition(output.count >= Self.canonicalLength)
         withUnsafeBytes(of: uuid) { bytes in
-            String(unsafeUninitializedCapacity: 36) { output in
-                let digits: StaticString = "0123456789abcdef"
-                var index = 0
-                for (position, byte) in bytes.enumerated() {
-                    if position == 4 || position == 6 || position == 8 || position == 10 {
-                        output[index] = UInt8(ascii: "-")
-                        index += 1
-                    }
-                    output[index] = digits.utf8Start[Int(byte >> 4)]
-                    output[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
-                    index += 2
+            let digits: StaticString = "0123456789abcdef"
+            var index = 0
+            for position in 0..<16 {
+                if position == 4 || position == 6 || position == 8 || position == 10 {
+                    output[index] = UInt8(ascii: "-")
+                    index += 1
                 }
-                return index
+                let byte = bytes[position]
+                output[index] = digits.utf8Start[Int(byte >> 4)]
+                output[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                index += 2
             }
         }
     }

@@ -149,6 +149,14 @@ struct ValueTests {
         #expect(try rows[0].decode(String.self, at: 1) == id.lowercased)
         #expect(try rows[0].decode(UUID.self, at: 2) == id, "a text column in capitals reads too")
         #expect(throws: PostgresError.self) { try rows[0].decode(UUID.self, at: 3) }
+        // As a parameter a UUID is its lowercase text (written into the statement's buffer, no
+        // string made), laid out between other values and read where text is expected.
+        let other = UUID()
+        let mixed = try await pool.query("SELECT $1::text, $2, $3, $4::text = $1::text", [id, "between", other, id])
+        #expect(try mixed[0].decode(String.self, at: 0) == id.lowercased)
+        #expect(try mixed[0].decode(String.self, at: 1) == "between")
+        #expect(try mixed[0].decode(String.self, at: 2) == other.lowercased, "an untyped parameter is text")
+        #expect(try mixed[0].decode(Bool.self, at: 3))
     }
 
     @Test("dates round-trip at microsecond precision, before and after 1970")
