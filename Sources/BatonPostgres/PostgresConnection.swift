@@ -355,6 +355,8 @@ func withWireParameters<R>(
             byteCount += bytes.count
         case .uuid:
             byteCount += UUID.canonicalLength + 1
+        case .timestamp:
+            byteCount += Date.postgresTextCapacity + 1  // room for the longest; the text may be shorter
         }
     }
     return withUnsafeTemporaryAllocation(byteCount: max(byteCount, 1), alignment: 1) { storage in
@@ -386,6 +388,14 @@ func withWireParameters<R>(
                         numbers[index] = Int32(UUID.canonicalLength)
                         numbers[count + index] = 0
                         offset += UUID.canonicalLength + 1
+                    case .timestamp(let date):
+                        let length = Date.writePostgresText(
+                            date, to: UnsafeMutableRawBufferPointer(rebasing: storage[offset..<offset + Date.postgresTextCapacity]))
+                        storage[offset + length] = 0
+                        values[index] = start
+                        numbers[index] = Int32(length)
+                        numbers[count + index] = 0
+                        offset += length + 1
                     case .binary(let bytes):
                         bytes.withUnsafeBytes { raw in
                             if let base = raw.baseAddress { (storage.baseAddress! + offset).copyMemory(from: base, byteCount: raw.count) }

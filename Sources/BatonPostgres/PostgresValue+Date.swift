@@ -9,9 +9,14 @@ import Darwin
 /// `timestamptz` in both directions, at microsecond precision. Connections are opened with
 /// `DateStyle=ISO` and `TimeZone=UTC` so the text form is always `YYYY-MM-DD HH:MM:SS[.ffffff]+00`.
 extension Date: PostgresCodable {
-    public var postgresParameter: PostgresParameter { .text(Self.postgresText(self)) }
+    public var postgresParameter: PostgresParameter { .timestamp(self) }
 
-    static func postgresText(_ date: Date) -> String {
+    /// Room for the longest text form: a sign, the ten digits of the last year `gmtime_r`
+    /// gives, and the 23 bytes after the year.
+    static let postgresTextCapacity = 34
+
+    /// Writes the text form into `buffer` (``postgresTextCapacity`` bytes at least); returns its length.
+    static func writePostgresText(_ date: Date, to buffer: UnsafeMutableRawBufferPointer) -> Int {
         let totalMicros = (date.timeIntervalSince1970 * 1_000_000).rounded()
         var seconds = Int(floor(totalMicros / 1_000_000))
         let micros = Int(totalMicros) - seconds * 1_000_000
@@ -26,30 +31,29 @@ extension Date: PostgresCodable {
             limit *= 10
         }
         // Every command binds a timestamp or two: written in place, not from fourteen strings.
-        return String(unsafeUninitializedCapacity: (year < 0 ? 1 : 0) + yearWidth + 23) { buffer in
-            var index = 0
-            func put(_ value: Int, _ width: Int, then separator: UInt8) {
-                var value = value
-                for offset in stride(from: width - 1, through: 0, by: -1) {
-                    buffer[index + offset] = UInt8(truncatingIfNeeded: 48 + value % 10)
-                    value /= 10
-                }
-                buffer[index + width] = separator
-                index += width + 1
+        precondition(buffer.count >= (year < 0 ? 1 : 0) + yearWidth + 23)
+        var index = 0
+        func put(_ value: Int, _ width: Int, then separator: UInt8) {
+            var value = value
+            for offset in stride(from: width - 1, through: 0, by: -1) {
+                buffer[index + offset] = UInt8(truncatingIfNeeded: 48 + value % 10)
+                value /= 10
             }
-            if year < 0 {
-                buffer[0] = UInt8(ascii: "-")
-                index = 1
-            }
-            put(Int(year.magnitude), yearWidth, then: UInt8(ascii: "-"))
-            put(Int(parts.tm_mon) + 1, 2, then: UInt8(ascii: "-"))
-            put(Int(parts.tm_mday), 2, then: UInt8(ascii: "T"))
-            put(Int(parts.tm_hour), 2, then: UInt8(ascii: ":"))
-            put(Int(parts.tm_min), 2, then: UInt8(ascii: ":"))
-            put(Int(parts.tm_sec), 2, then: UInt8(ascii: "."))
-            put(micros, 6, then: UInt8(ascii: "Z"))
-            return index
+            buffer[index + width] = separator
+            index += width + 1
         }
+        if year < 0 {
+            buffer[0] = UInt8(ascii: "-")
+            index = 1
+        }
+        put(Int(year.magnitude), yearWidth, then: UInt8(ascii: "-"))
+        put(Int(parts.tm_mon) + 1, 2, then: UInt8(ascii: "-"))
+        put(Int(parts.tm_mday), 2, then: UInt8(ascii: "T"))
+        put(Int(parts.tm_hour), 2, then: UInt8(ascii: ":"))
+        put(Int(parts.tm_min), 2, then: UInt8(ascii: ":"))
+        put(Int(parts.tm_sec), 2, then: UInt8(ascii: "."))
+        put(micros, 6, then: UInt8(ascii: "Z"))
+        return index
     }
 
     public static func decode(from bytes: UnsafeRawBufferPointer?, type: PostgresTypeOID) throws -> Date {

@@ -10,6 +10,9 @@ public enum PostgresParameter: Sendable, Hashable {
     /// buffer, where `.text(uuid.lowercased)` would make a 36-byte string on the heap first
     /// (several per command).
     case uuid(UUID)
+    /// A `timestamptz`, sent as its ISO text in UTC, written straight into the statement's
+    /// buffer as ``uuid(_:)`` is.
+    case timestamp(Date)
 }
 
 /// A Swift value that can be bound as a statement parameter (`$1`, `$2`, ...).

@@ -171,6 +171,16 @@ struct ValueTests {
         // Past year 9999 the year takes a fifth digit (read back as text: the decoder reads four).
         let far = Date(timeIntervalSince1970: 253_402_300_800.5)
         #expect(try await pool.query("SELECT $1::timestamptz = '10000-01-01 00:00:00.5+00'", [far])[0].decode(Bool.self, at: 0))
+        // Written into the statement's buffer with room for the longest form: the values after a
+        // shorter one start where it ends, and a year of three digits is written with four.
+        let early = Date(timeIntervalSince1970: -30_627_504_000)  // 0999-06-15
+        let mixed = try await pool.query(
+            "SELECT $1::timestamptz::text, $2, $3::timestamptz = '10000-01-01 00:00:00.5+00', $4::timestamptz::text",
+            [Date(timeIntervalSince1970: 0), "after", far, early])
+        #expect(try mixed[0].decode(String.self, at: 0) == "1970-01-01 00:00:00+00")
+        #expect(try mixed[0].decode(String.self, at: 1) == "after")
+        #expect(try mixed[0].decode(Bool.self, at: 2))
+        #expect(try mixed[0].decode(String.self, at: 3) == "0999-06-15 00:00:00+00")
     }
 
     @Test("server errors carry SQLSTATE, message, detail and constraint")
