@@ -366,36 +366,14 @@ func withWireParameters<R>(
                 var offset = 0
                 for index in 0..<count {
                     let start = UnsafePointer((storage.baseAddress! + offset).assumingMemoryBound(to: CChar.self))
+                    // The text forms are written in place, then end alike: a NUL, text format.
+                    let length: Int
                     switch parameters[index] {
                     case .null:
                         values[index] = nil
                         numbers[index] = 0
                         numbers[count + index] = 0
-                    case .text(let text):
-                        let length = withUTF8Bytes(of: text) { bytes -> Int in
-                            if let base = bytes.baseAddress { (storage.baseAddress! + offset).copyMemory(from: base, byteCount: bytes.count) }
-                            return bytes.count
-                        }
-                        storage[offset + length] = 0
-                        values[index] = start
-                        numbers[index] = Int32(length)
-                        numbers[count + index] = 0
-                        offset += length + 1
-                    case .uuid(let uuid):
-                        uuid.writeCanonical(to: UnsafeMutableRawBufferPointer(rebasing: storage[offset..<offset + UUID.canonicalLength]))
-                        storage[offset + UUID.canonicalLength] = 0
-                        values[index] = start
-                        numbers[index] = Int32(UUID.canonicalLength)
-                        numbers[count + index] = 0
-                        offset += UUID.canonicalLength + 1
-                    case .timestamp(let date):
-                        let length = Date.writePostgresText(
-                            date, to: UnsafeMutableRawBufferPointer(rebasing: storage[offset..<offset + Date.postgresTextCapacity]))
-                        storage[offset + length] = 0
-                        values[index] = start
-                        numbers[index] = Int32(length)
-                        numbers[count + index] = 0
-                        offset += length + 1
+                        continue
                     case .binary(let bytes):
                         bytes.withUnsafeBytes { raw in
                             if let base = raw.baseAddress { (storage.baseAddress! + offset).copyMemory(from: base, byteCount: raw.count) }
@@ -404,7 +382,24 @@ func withWireParameters<R>(
                         numbers[index] = Int32(bytes.count)
                         numbers[count + index] = 1
                         offset += bytes.count
+                        continue
+                    case .text(let text):
+                        length = withUTF8Bytes(of: text) { bytes -> Int in
+                            if let base = bytes.baseAddress { (storage.baseAddress! + offset).copyMemory(from: base, byteCount: bytes.count) }
+                            return bytes.count
+                        }
+                    case .uuid(let uuid):
+                        uuid.writeCanonical(to: UnsafeMutableRawBufferPointer(rebasing: storage[offset..<offset + UUID.canonicalLength]))
+                        length = UUID.canonicalLength
+                    case .timestamp(let date):
+                        length = Date.writePostgresText(
+                            date, to: UnsafeMutableRawBufferPointer(rebasing: storage[offset..<offset + Date.postgresTextCapacity]))
                     }
+                    storage[offset + length] = 0
+                    values[index] = start
+                    numbers[index] = Int32(length)
+                    numbers[count + index] = 0
+                    offset += length + 1
                 }
                 return body(
                     Int32(count), UnsafePointer(values.baseAddress!), UnsafePointer(numbers.baseAddress!),
