@@ -104,4 +104,24 @@ struct JSONParsingTests {
         #expect(back == value)
         #expect(JSONEncoding.encode(back) == JSONEncoding.encode(value))
     }
+
+    @Test("strings: ASCII and other UTF-8 read as they are, bytes that are not UTF-8 refused, with or without escapes")
+    func stringEncodings() throws {
+        func parse(_ bytes: [UInt8]) throws -> JSONValue { try JSONValue.parse([UInt8(ascii: "\"")] + bytes + [UInt8(ascii: "\"")]) }
+        #expect(try parse(Array("plain ASCII ~".utf8)) == .string("plain ASCII ~"))
+        #expect(try parse(Array("caf\u{E9} \u{1F600}".utf8)) == .string("caf\u{E9} \u{1F600}"))
+        #expect(try parse(Array("a\\nb caf\u{E9}".utf8)) == .string("a\nb caf\u{E9}"))
+        let invalid: [[UInt8]] = [
+            [0x61, 0xFF],  // never in UTF-8
+            [0x61, 0xC3],  // a two-byte sequence cut short
+            [0xF0, 0x9F, 0x98],  // a four-byte sequence cut short
+            [0xED, 0xA0, 0x80],  // a surrogate encoded as UTF-8
+            [0xC0, 0xAF],  // an overlong "/"
+            Array("a\\n".utf8) + [0x80],  // after an escape
+        ]
+        for bytes in invalid {
+            let error = try #require(throws: JSONValue.ParseError.self, "\(bytes)") { try parse(bytes) }
+            #expect(error.description.contains("not valid UTF-8"), "\(bytes): \(error)")
+        }
+    }
 }

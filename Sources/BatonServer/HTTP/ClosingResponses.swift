@@ -58,7 +58,7 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(let request):
             readingRequest = true
             let connection: Connection =
-                switch request.headerFields[.connection] {
+                switch request.headerFields.value(.connection) {
                 case "close": .close
                 case "keep-alive": .keepAlive
                 default: .unsaid
@@ -75,11 +75,11 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(var head) where head.status.kind != .informational:
             // The parser's 400 for a head it could not read answers no request this handler saw.
             let request = asked.isEmpty ? .unsaid : asked.removeFirst()
-            closingResponse = head.headerFields[.connection]?.lowercased() == "close" || request == .close
+            closingResponse = head.headerFields.value(.connection)?.lowercased() == "close" || request == .close
             switch request {
-            case .close where head.headerFields[.connection] != "close":
+            case .close where head.headerFields.value(.connection) != "close":
                 head.headerFields[.connection] = "close"
-            case .keepAlive where head.headerFields[.connection] == nil:
+            case .keepAlive where head.headerFields.value(.connection) == nil:
                 head.headerFields[.connection] = "keep-alive"
             default:
                 context.write(data, promise: promise)

@@ -42,7 +42,7 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
         // a connection the server closed (its idle timeout, with half a head read), the parser's
         // complaint about the cut is no refusal of the client's, and the answer goes nowhere.
         guard let refusal, context.channel.isActive, case .head(let bare) = unwrapOutboundIn(data), bare.status == .badRequest,
-            bare.headerFields[.contentLength] == "0", bare.headerFields[.connection] == "close"
+            bare.headerFields.value(.contentLength) == "0", bare.headerFields.value(.connection) == "close"
         else {
             context.write(data, promise: promise)
             return

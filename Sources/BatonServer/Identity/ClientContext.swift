@@ -19,10 +19,10 @@ public struct ClientContext: Sendable {
 
     /// The client's profile from its headers.
     public static func profile(_ request: Request, contract: Int) -> ClientProfile {
-        let platform = request.headers[.clientPlatform].map { $0.lowercased() }.flatMap { platforms.contains($0) ? $0 : nil } ?? "other"
-        let version = request.headers[.clientVersion].map { String($0.prefix(32)) }
+        let platform = request.headers.value(.clientPlatform).map { $0.lowercased() }.flatMap { platforms.contains($0) ? $0 : nil } ?? "other"
+        let version = request.headers.value(.clientVersion).map { String($0.prefix(32)) }
         var capabilities = Set<String>()
-        if let header = request.headers[.clientCapabilities] {
+        if let header = request.headers.value(.clientCapabilities) {
             for item in header.split(separator: ",").prefix(32) {
                 let name = item.trimmingOptionalWhitespace.lowercased()
                 if !name.isEmpty, name.count <= 40, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) {
@@ -46,7 +46,7 @@ public struct ClientContext: Sendable {
     /// The verified identity, without the client's address.
     public static func identity(_ request: Request, authenticator: BearerAuthenticator) async throws -> ClientIdentity {
         var identity = ClientIdentity()
-        if let authorization = request.headers[.authorization] {
+        if let authorization = request.headers.value(.authorization) {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "bearer" else {
                 throw APIError.unauthenticated("Authorization must be 'Bearer <token>'")
@@ -57,7 +57,7 @@ public struct ClientContext: Sendable {
                 throw APIError.unauthenticated(failure.description)
             }
         }
-        if let device = request.headers[.deviceID] {
+        if let device = request.headers.value(.deviceID) {
             guard let uuid = UUID(canonical: String(device.trimmingOptionalWhitespace)) else {
                 throw APIError.invalidRequest("X-Device-Id must be a UUID")
             }

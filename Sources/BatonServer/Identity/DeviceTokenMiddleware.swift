@@ -27,12 +27,12 @@ public struct DeviceTokenMiddleware: RouterMiddleware {
     }
 
     public func handle(_ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response) async throws -> Response {
-        guard let header = request.headers[.deviceID] else { return try await next(request, context) }
+        guard let header = request.headers.value(.deviceID) else { return try await next(request, context) }
         guard let uuid = UUID(canonical: String(header.trimmingOptionalWhitespace)) else {
             throw APIError.invalidRequest("X-Device-Id must be a UUID")
         }
         let device = uuid.lowercased
-        if let token = request.headers[.deviceToken] {
+        if let token = request.headers.value(.deviceToken) {
             guard signer.verifyDeviceToken(String(token.trimmingOptionalWhitespace), device: device) else {
                 throw APIError.unauthenticated("X-Device-Token was not issued for this X-Device-Id")
             }

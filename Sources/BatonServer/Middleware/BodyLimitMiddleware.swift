@@ -20,10 +20,10 @@ public struct BodyLimitMiddleware: RouterMiddleware {
     public func handle(
         _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
     ) async throws -> Response {
-        let length = request.headers[.contentLength].flatMap { Int($0) } ?? 0
+        let length = request.headers.value(.contentLength).flatMap { Int($0) } ?? 0
         if length > limit { throw APIError.bodyTooLarge(limit: limit) }
         // The coding is checked only when the header is there, so most requests stop at the lookup.
-        if let coding = request.headers[.contentEncoding], length > 0 || request.headers[.transferEncoding] != nil,
+        if let coding = request.headers.value(.contentEncoding), length > 0 || request.headers.contains(.transferEncoding),
             !Self.isIdentity(coding)
         {
             throw APIError(

@@ -38,7 +38,7 @@ extension Request {
     /// Reads the whole body, refusing more than `limit` bytes with 413 `body_too_large`, whether
     /// the client announced the length or not.
     public func collectBody(limit: Int) async throws -> ByteBuffer {
-        if let length = headers[.contentLength].flatMap({ Int($0) }), length > limit {
+        if let length = headers.value(.contentLength).flatMap({ Int($0) }), length > limit {
             throw APIError.bodyTooLarge(limit: limit)
         }
         do {

@@ -15,7 +15,7 @@ public struct RequestIDMiddleware: RouterMiddleware {
         _ request: Request, context: Context, next: @concurrent (Request, Context) async throws -> Response
     ) async throws -> Response {
         var context = context
-        let id = request.headers[.requestID].flatMap(Self.acceptable) ?? Self.generate()
+        let id = request.headers.value(.requestID).flatMap(Self.acceptable) ?? Self.generate()
         context.requestID = id
         context.logger[metadataKey: "request_id"] = .string(id)
         context.logger[metadataKey: "hb.request.id"] = nil

@@ -38,7 +38,7 @@ struct ScreenController: Sendable {
                 .eTag: reply.etag, .cacheControl: "private, no-cache",
                 .vary: "Authorization, X-Device-Id, X-Client-Platform, X-Client-Capabilities",
             ]
-            if let condition = request.headers[.ifNoneMatch], Self.matches(condition, etag: reply.etag) {
+            if let condition = request.headers.value(.ifNoneMatch), Self.matches(condition, etag: reply.etag) {
                 headers[.contentType] = nil
                 return Response(status: .notModified, headers: headers)
             }

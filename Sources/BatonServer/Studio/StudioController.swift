@@ -96,7 +96,7 @@ struct StudioController: Sendable {
     /// bearer token with `"studio": true`.
     func authorize(_ request: Request) async throws {
         guard mode != .development else { return }
-        guard let authorization = request.headers[.authorization] else {
+        guard let authorization = request.headers.value(.authorization) else {
             throw APIError.unauthenticated("Baton Studio needs a bearer token with a studio claim")
         }
         let parts = authorization.split(separator: " ", maxSplits: 1)
@@ -194,14 +194,14 @@ struct StudioController: Sendable {
     /// Who the studio acts as: `X-Studio-As: Bearer <user token>` or `X-Device-Id`.
     func subject(_ request: Request) async throws -> ClientIdentity {
         var identity = ClientIdentity()
-        if let header = request.headers[.studioAs] {
+        if let header = request.headers.value(.studioAs) {
             let parts = header.split(separator: " ", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw APIError.invalidRequest("X-Studio-As must be 'Bearer <token>'") }
             do { identity.user = try await authenticator.user(fromToken: String(parts[1])) } catch let failure as BearerAuthenticator.Failure {
                 throw APIError.unauthenticated("X-Studio-As: \(failure.description)")
             }
         }
-        if let device = request.headers[.deviceID] {
+        if let device = request.headers.value(.deviceID) {
             guard let uuid = UUID(canonical: String(device.trimmingOptionalWhitespace)) else {
                 throw APIError.invalidRequest("X-Device-Id must be a UUID")
             }
