@@ -129,6 +129,23 @@ struct OperationalEndpointTests {
         }
     }
 
+    @Test("a request target in origin form is the path as sent; in absolute form, the path it names")
+    func requestTargets() async throws {
+        let app = buildApplication(try await TestApplication.environment())
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let requests = [
+                "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET http://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+                "GET /healthz?verbose=1 HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz/nothing HTTP/1.1\r\nHost: x\r\n\r\n",
+                "GET http://x/openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            ]
+            let bytes = try #require(await Loopback.exchange(port: port, sending: Array(requests.joined().utf8), timeout: 20))
+            let answers = Loopback.Answer.all(bytes)
+            #expect(answers.map(\.statusCode) == [200, 200, 200, 404, 200], "\(String(decoding: bytes, as: UTF8.self))")
+            #expect(answers.last.map { $0.body.count > 1000 } == true, "the document, found by its absolute form's path")
+        }
+    }
+
     @Test("HEAD is answered as GET is, with the same Content-Length and no body, on a connection that stays usable")
     func headAnswersAsGet() async throws {
         let app = buildApplication(try await TestApplication.environment())

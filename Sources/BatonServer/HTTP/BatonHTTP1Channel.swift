@@ -6,8 +6,9 @@ import NIOHTTPTypesHTTP1
 
 /// Hummingbird's HTTP/1.1 channel with three handlers more, ``HostHeaderCheck``,
 /// ``ConnectionPersistence`` and ``ExpectContinue``, placed between NIO's HTTP/1 decoder and
-/// `HTTP1ToHTTPServerCodec`: they need the request's HTTP version, or all of its `Host` lines,
-/// which the conversion to `HTTPTypes` drops. Everything else
+/// the conversion to `HTTPTypes`: they need the request's HTTP version, or all of its `Host`
+/// lines, which the conversion drops. That conversion is ``OriginFormCodec`` in place of
+/// `HTTP1ToHTTPServerCodec` (the same, without parsing an origin-form target). Everything else
 /// is `HTTP1Channel`'s: its pipeline, its handlers (the `additionalChannelHandlers` of its
 /// configuration included) and its request loop.
 struct BatonHTTP1Channel: ServerChildChannel {
@@ -19,12 +20,18 @@ struct BatonHTTP1Channel: ServerChildChannel {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // `HTTP1Channel.setup` builds the pipeline on the channel's loop before the channel is
         // registered, so the handlers are in place before the first read.
-        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
-            let pipeline = channel.pipeline.syncOperations
-            let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandlers(
-                [HostHeaderCheck(), ConnectionPersistence(), ExpectContinue(bodyLimit: bodyLimit)], position: .before(codec))
-            return value
+        inner.setup(channel: channel, logger: logger).flatMap { value in
+            do {
+                let pipeline = channel.pipeline.syncOperations
+                let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+                try pipeline.addHandlers(
+                    [HostHeaderCheck(), ConnectionPersistence(), ExpectContinue(bodyLimit: bodyLimit), OriginFormCodec()],
+                    position: .before(codec))
+                // ``OriginFormCodec`` takes the codec's place (removed at once: the channel reads nothing yet).
+                return pipeline.removeHandler(codec).map { value }
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
         }
     }
 
