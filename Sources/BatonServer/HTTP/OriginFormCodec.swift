@@ -11,7 +11,7 @@ import NIOHTTPTypesHTTP1
 ///
 /// The codec parses every target with Foundation's `URLComponents` to find an absolute form's
 /// path, and for a target that starts with `/` that parse finds no scheme and gives the target
-/// back unchanged: about 1 % of a command's CPU profile spent to learn nothing
+/// back unchanged: about 0.7 % of a command's CPU profile spent to learn nothing
 /// (docs/benchmarks.md, "Header lookups, JSON strings and request targets"). Any other target
 /// (`http://host/path`, `*`, a `CONNECT`'s authority) goes through the codec's own conversion,
 /// as do the fields, the method and the whole response side, so what a handler sees is what it
