@@ -129,46 +129,44 @@ struct OperationalEndpointTests {
         }
     }
 
+    /// Sends `requests` pipelined on one connection to a live server (the last one asks it to
+    /// close) and reads until it closes: the text (for a failure's report) and the answers.
+    static func pipelined(_ requests: [String]) async throws -> (text: String, answers: [Loopback.Answer]) {
+        let app = buildApplication(try await TestApplication.environment())
+        return try await app.test(.live) { client in
+            let port = try #require(client.port)
+            // 20 s between reads bounds a hang; 5 s ran out once in a loaded parallel pass.
+            let bytes = try #require(await Loopback.exchange(port: port, sending: Array(requests.joined().utf8), timeout: 20))
+            return (String(decoding: bytes, as: UTF8.self), Loopback.Answer.all(bytes))
+        }
+    }
+
     @Test("a request target in origin form is the path as sent; in absolute form, the path it names")
     func requestTargets() async throws {
-        let app = buildApplication(try await TestApplication.environment())
-        try await app.test(.live) { client in
-            let port = try #require(client.port)
-            let requests = [
-                "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET http://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-                "GET /healthz?verbose=1 HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz/nothing HTTP/1.1\r\nHost: x\r\n\r\n",
-                "GET http://x/openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            ]
-            let bytes = try #require(await Loopback.exchange(port: port, sending: Array(requests.joined().utf8), timeout: 20))
-            let answers = Loopback.Answer.all(bytes)
-            #expect(answers.map(\.statusCode) == [200, 200, 200, 404, 200], "\(String(decoding: bytes, as: UTF8.self))")
-            #expect(answers.last.map { $0.body.count > 1000 } == true, "the document, found by its absolute form's path")
-        }
+        let (text, answers) = try await Self.pipelined([
+            "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET http://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /healthz?verbose=1 HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz/nothing HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET http://x/openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ])
+        #expect(answers.map(\.statusCode) == [200, 200, 200, 404, 200], "\(text)")
+        #expect(answers.last.map { $0.body.count > 1000 } == true, "the document, found by its absolute form's path")
     }
 
     @Test("HEAD is answered as GET is, with the same Content-Length and no body, on a connection that stays usable")
     func headAnswersAsGet() async throws {
-        let app = buildApplication(try await TestApplication.environment())
-        try await app.test(.live) { client in
-            let port = try #require(client.port)
-            // Pipelined: a HEAD answer that carried its body would put that body where the next
-            // status line must be.
-            let requests = [
-                "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
-                "HEAD /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD /diagnostics/probe/abc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            ]
-            // 20 s between reads bounds a hang; 5 s ran out once in a loaded parallel pass.
-            let bytes = try #require(await Loopback.exchange(port: port, sending: Array(requests.joined().utf8), timeout: 20))
-            let text = String(decoding: bytes, as: UTF8.self)
-            let answers = Loopback.Answer.all(bytes)
-            #expect(answers.map(\.statusCode) == [200, 200, 200, 405], "\(text)")
-            guard answers.count == 4 else { return }
-            #expect(answers[0].body.isEmpty && answers[2].body.isEmpty && answers[3].body.isEmpty, "\(text)")
-            #expect(answers[0].field("content-length") == answers[1].field("content-length"))
-            #expect(answers[0].field("content-type") == answers[1].field("content-type"))
-            #expect(Int(answers[2].field("content-length") ?? "") ?? 0 > 1000, "the document's length, as its GET would send")
-            #expect(answers[3].field("allow") == "post", "fields are read lower-cased")
-        }
+        // Pipelined: a HEAD answer that carried its body would put that body where the next
+        // status line must be.
+        let (text, answers) = try await Self.pipelined([
+            "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+            "HEAD /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD /diagnostics/probe/abc HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ])
+        #expect(answers.map(\.statusCode) == [200, 200, 200, 405], "\(text)")
+        guard answers.count == 4 else { return }
+        #expect(answers[0].body.isEmpty && answers[2].body.isEmpty && answers[3].body.isEmpty, "\(text)")
+        #expect(answers[0].field("content-length") == answers[1].field("content-length"))
+        #expect(answers[0].field("content-type") == answers[1].field("content-type"))
+        #expect(Int(answers[2].field("content-length") ?? "") ?? 0 > 1000, "the document's length, as its GET would send")
+        #expect(answers[3].field("allow") == "post", "fields are read lower-cased")
     }
 
     /// A request NIO's HTTP parser refuses, named for the test's report; a word its answer's
