@@ -141,7 +141,7 @@ struct OperationalEndpointTests {
         }
     }
 
-    @Test("a request target in origin form is the path as sent; in absolute form, the path it names")
+    @Test("requests in origin form (with a query) and in absolute form are served through the HTTP/1 pipeline and its codec")
     func requestTargets() async throws {
         let (text, answers) = try await Self.pipelined([
             "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET http://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n",

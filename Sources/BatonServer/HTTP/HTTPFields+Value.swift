@@ -5,9 +5,10 @@ extension HTTPFields {
     /// value of one, the values of several joined (`", "`, `"; "` for cookies).
     ///
     /// Baton reads a dozen headers per request, nearly always absent or sent once. HTTPTypes'
-    /// subscript joins even a single value through a generic `joined(separator:)` that its module
-    /// does not specialize, and the type lookups that costs made it 1.4 % of a command's CPU
-    /// profile (docs/benchmarks.md, "Header lookups, JSON strings and request targets").
+    /// subscript joins even a single value through the standard library's generic
+    /// `joined(separator:)`, which runs unspecialized there; with the type lookups that costs,
+    /// the subscript was 1.5 % of a command's CPU profile (docs/benchmarks.md, "Header lookups,
+    /// JSON strings and request targets").
     /// One pass over the fields answers the common cases; several fields with the name go to the
     /// subscript, so the result is the same.
     func value(_ name: HTTPField.Name) -> String? {
