@@ -183,11 +183,14 @@ private struct JSONParser {
     mutating func parseString() throws -> String {
         index += 1  // "
         let start = index
+        // Every byte's high bit, or-ed: clear when the string is ASCII (see ``makeString(_:ascii:)``).
+        var high: UInt8 = 0
         // The common case: no escapes.
         while index < bytes.count {
             let byte = bytes[index]
+            high |= byte
             if byte == UInt8(ascii: "\"") {
-                let text = try makeString(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                let text = try makeString(UnsafeBufferPointer(rebasing: bytes[start..<index]), ascii: high < 0x80)
                 index += 1
                 return text
             }
@@ -201,7 +204,7 @@ private struct JSONParser {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                return try buffer.withUnsafeBufferPointer { try makeString($0) }
+                return try buffer.withUnsafeBufferPointer { try makeString($0, ascii: high < 0x80) }
             case UInt8(ascii: "\\"):
                 index += 1
                 guard index < bytes.count else { break }
@@ -214,7 +217,9 @@ private struct JSONParser {
                 case UInt8(ascii: "n"): buffer.append(0x0A)
                 case UInt8(ascii: "r"): buffer.append(0x0D)
                 case UInt8(ascii: "t"): buffer.append(0x09)
-                case UInt8(ascii: "u"): try appendUnicodeEscape(to: &buffer)
+                case UInt8(ascii: "u"):
+                    try appendUnicodeEscape(to: &buffer)
+                    high |= buffer.last ?? 0
                 default:
                     index -= 1
                     throw error("unknown escape")
@@ -222,6 +227,7 @@ private struct JSONParser {
             case 0x00..<0x20:
                 throw error("a control character inside a string must be escaped")
             default:
+                high |= byte
                 buffer.append(byte)
                 index += 1
             }
@@ -229,12 +235,13 @@ private struct JSONParser {
         throw error("the document ends inside a string")
     }
 
-    func makeString(_ utf8: UnsafeBufferPointer<UInt8>) throws -> String {
+    /// The string of `utf8`, which `parseString` has found to be `ascii` or not as it scanned it.
+    func makeString(_ utf8: UnsafeBufferPointer<UInt8>, ascii: Bool) throws -> String {
         // ASCII (nearly every key and value) is valid UTF-8 as it stands: `String(decoding:)` takes
         // it on the standard library's UTF-8 fast path. `String(validating:as:)` is generic over
         // the encoding and runs unspecialized, with type lookups that made it 0.7 % of a
         // command's CPU profile (docs/benchmarks.md); it stays the check for everything else.
-        if utf8.allSatisfy({ $0 < 0x80 }) { return String(decoding: utf8, as: UTF8.self) }
+        if ascii { return String(decoding: utf8, as: UTF8.self) }
         guard let text = String(validating: utf8, as: UTF8.self) else { throw error("a string is not valid UTF-8") }
         return text
     }

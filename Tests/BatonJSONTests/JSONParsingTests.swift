@@ -111,6 +111,7 @@ struct JSONParsingTests {
         #expect(try parse(Array("plain ASCII ~".utf8)) == .string("plain ASCII ~"))
         #expect(try parse(Array("caf\u{E9} \u{1F600}".utf8)) == .string("caf\u{E9} \u{1F600}"))
         #expect(try parse(Array("a\\nb caf\u{E9}".utf8)) == .string("a\nb caf\u{E9}"))
+        #expect(try parse(Array("caf\\u00e9 \\ud83d\\ude00 \\u0041".utf8)) == .string("caf\u{E9} \u{1F600} A"))
         let invalid: [[UInt8]] = [
             [0x61, 0xFF],  // never in UTF-8
             [0x61, 0xC3],  // a two-byte sequence cut short
@@ -118,6 +119,7 @@ struct JSONParsingTests {
             [0xED, 0xA0, 0x80],  // a surrogate encoded as UTF-8
             [0xC0, 0xAF],  // an overlong "/"
             Array("a\\n".utf8) + [0x80],  // after an escape
+            [0xFF] + Array("\\n".utf8),  // before an escape
         ]
         for bytes in invalid {
             let error = try #require(throws: JSONValue.ParseError.self, "\(bytes)") { try parse(bytes) }
