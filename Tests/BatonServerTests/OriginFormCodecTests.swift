@@ -1,3 +1,4 @@
+import BatonTestSupport
 import Foundation
 import HTTPTypes
 import NIOCore
@@ -14,8 +15,7 @@ import Testing
 /// and passes every other part as that codec does.
 @Suite("Request targets")
 struct OriginFormCodecTests {
-    static let corpora = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/corpora")
+    static let corpora = TestDatabase.repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/corpora")
 
     /// Targets as odd as a client or an attacker sends them: hand-picked, the open-redirect
     /// payloads (each also behind a `/`), and the naughty strings behind a `/`.
