@@ -100,20 +100,34 @@ public struct FitReport: Sendable, Equatable {
 /// taken back by truncating the output. No fitted tree is ever built. The contract is
 /// compiled once, at init, into lookup tables.
 public struct ScreenFitter: Sendable {
-    public let registry: ContractRegistry
+    public var registry: ContractRegistry { storage.registry }
     /// Decides `openUrl` targets (the deep-link allowlist's outbound rules); nil allows all.
-    public let isAllowedURL: (@Sendable (String) -> Bool)?
+    public var isAllowedURL: (@Sendable (String) -> Bool)? { storage.isAllowedURL }
     /// The contract's types as the pass reads them.
-    fileprivate let compiled: CompiledContract
+    fileprivate var compiled: CompiledContract { storage.compiled }
     /// The contract's capability names, one bit each (see `CapabilityMask`).
-    fileprivate let capabilityBits: CapabilityBits
+    fileprivate var capabilityBits: CapabilityBits { storage.capabilityBits }
+
+    /// All of the above in one object: every fit copies the fitter into its pass, and a copy of
+    /// one reference is one retain, where a copy of the fields it holds was nine.
+    private final class Storage: Sendable {
+        let registry: ContractRegistry
+        let isAllowedURL: (@Sendable (String) -> Bool)?
+        let compiled: CompiledContract
+        let capabilityBits: CapabilityBits
+
+        init(registry: ContractRegistry, isAllowedURL: (@Sendable (String) -> Bool)?) {
+            self.registry = registry
+            self.isAllowedURL = isAllowedURL
+            let bits = CapabilityBits(registry.components.values.flatMap(\.capabilities) + registry.actions.values.flatMap(\.capabilities))
+            self.capabilityBits = bits
+            self.compiled = CompiledContract(registry, bits: bits)
+        }
+    }
+    private let storage: Storage
 
     public init(registry: ContractRegistry, isAllowedURL: (@Sendable (String) -> Bool)? = nil) {
-        self.registry = registry
-        self.isAllowedURL = isAllowedURL
-        let bits = CapabilityBits(registry.components.values.flatMap(\.capabilities) + registry.actions.values.flatMap(\.capabilities))
-        self.capabilityBits = bits
-        self.compiled = CompiledContract(registry, bits: bits)
+        storage = Storage(registry: registry, isAllowedURL: isAllowedURL)
     }
 
     /// What one client can do.

@@ -185,8 +185,9 @@ public final class FlowRuntime: Sendable {
         // Start payloads name their session: every rendered start action is its own instance,
         // and repeats of one find the session it started.
         let startID = claims.isStart ? PayloadSigner.sessionID(forStartPayload: payload) : nil
+        // The body reads the claims from the request: captured, they were copied whole once more.
         return try await run(flow: claims.flow, started: started) { [self] db in
-            if let startID { return try await start(request, id: startID, parameters: claims.parameters ?? [:], db: db) }
+            if let startID { return try await start(request, id: startID, parameters: request.claims.parameters ?? [:], db: db) }
             return try await step(request, db: db)
         }
     }

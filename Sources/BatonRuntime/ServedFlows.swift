@@ -4,17 +4,20 @@ import Crypto
 /// The definitions a runtime serves at one moment: one release's flows and screens, or, while
 /// a release ramps up, the old release's flows for most new sessions and the new one's for a
 /// stable share of subjects. Immutable; the runtime swaps it whole.
-struct ServedFlows: Sendable {
+///
+/// A class: every command and every screen takes the one served at its start and keeps it to
+/// its end, and a copy of a reference is one retain, where a copy of these fields was eleven.
+final class ServedFlows: Sendable {
     /// The flows and screen templates served (while ramping, the new release's: screens switch
     /// at once, a ramp applies to flows).
-    var bundle: FlowBundle
-    var fitter: any ReplyFitter
+    let bundle: FlowBundle
+    let fitter: any ReplyFitter
     /// The release served (`files` for `Flows/` on disk).
-    var release: String
+    let release: String
     /// Engines new sessions start on, by flow name.
-    var current: [String: FlowEngine]
-    var audiences: [String: FlowDefinition.Audience]
-    var ramp: Ramp?
+    let current: [String: FlowEngine]
+    let audiences: [String: FlowDefinition.Audience]
+    let ramp: Ramp?
     /// Its screens as last fitted (a release's screens are its own, so the cache goes with it).
     let screens: ScreenCache
 
