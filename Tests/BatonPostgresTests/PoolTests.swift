@@ -117,8 +117,10 @@ struct PoolTests {
         let conninfo = try await TestDatabase.make()
         let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2, acquireTimeout: .milliseconds(300), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
-        // Two long holders occupy both connections.
-        let holders = (0..<2).map { _ in Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(1.5)") } } }
+        // Two holders occupy both connections until their gates open. (They held them for a
+        // fixed 1.5 s once: on a loaded machine the second could open its connection after the
+        // first had let go, and the pool was never exhausted.)
+        let holders = (0..<2).map { _ in Self.holder(on: pool) }
         // Until both holders run, their connections open (a loaded machine may start their
         // tasks late, and open connections slowly: a CI run saw more than a second).
         for _ in 0..<1000 where pool.statistics.inUse < 2 { try await Task.sleep(for: .milliseconds(10)) }
@@ -140,7 +142,10 @@ struct PoolTests {
         try await Task.sleep(for: .milliseconds(50))
         #expect(try await patient.query("SELECT 2")[0].decode(Int.self, at: 0) == 2)
         _ = try await holder.value
-        for holder in holders { _ = try await holder.value }
+        for (holder, open) in holders {
+            open.finish()
+            try await holder.value
+        }
         #expect(pool.statistics.inUse == 0)
     }
 
