@@ -174,7 +174,6 @@ let package = Package(
                 "BatonPostgres",
                 "BatonRuntime",
                 "BatonServices",
-                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Configuration", package: "swift-configuration"),
