@@ -28,7 +28,8 @@ faults='DeadlineTests|FaultTests|SlowClientTests|ReleaseTests|ChaosTests|Listene
 # its end, passed, failed or interrupted: the suite used to leave about a hundred directories
 # in /tmp per run. The clusters run as `postgres` when the tests run as root, so it is
 # readable by all. A run cut short can leave a cluster running; it is stopped (an immediate
-# shutdown) before its files are removed.
+# shutdown) before its files are removed. (An interrupted `swift test` can outlive this
+# script by a moment and write SwiftPM's scratch directories into it again.)
 run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-tests-XXXXXX")
 chmod 755 "$run_tmp"
 export TMPDIR="$run_tmp"

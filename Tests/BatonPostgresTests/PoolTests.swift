@@ -118,8 +118,8 @@ struct PoolTests {
         let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 2, acquireTimeout: .milliseconds(300), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
         // Two holders occupy both connections until their gates open. (They held them for a
-        // fixed 1.5 s once: on a loaded machine the second could open its connection after the
-        // first had let go, and the pool was never exhausted.)
+        // fixed 1.5 s once: in a loaded CI run the two were never seen in use at once, and the
+        // pool was never exhausted.)
         let holders = (0..<2).map { _ in Self.holder(on: pool) }
         // Until both holders run, their connections open (a loaded machine may start their
         // tasks late, and open connections slowly: a CI run saw more than a second).
