@@ -30,20 +30,26 @@ faults='DeadlineTests|FaultTests|SlowClientTests|ReleaseTests|ChaosTests|Listene
 # readable by all. A run cut short can leave a cluster running; it is stopped (an immediate
 # shutdown) before its files are removed. (An interrupted `swift test` can outlive this
 # script by a moment and write SwiftPM's scratch directories into it again.)
-run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/baton-tests-XXXXXX")
+tmp_root=${TMPDIR:-/tmp}
+run_tmp=$(mktemp -d "${tmp_root%/}/baton-tests-XXXXXX")
 chmod 755 "$run_tmp"
 export TMPDIR="$run_tmp"
 cleanup() {
   local pidfile pid pids=() _
   while IFS= read -r pidfile; do
     pid=$(head -1 "$pidfile" 2>/dev/null || true)
-    case "$(ps -p "${pid:-0}" -o comm= 2>/dev/null || true)" in
-      *postgres) kill -QUIT "$pid" 2>/dev/null && pids+=("$pid") || true;;
+    # Only a postmaster of this run (its data directory is inside it): a stale pid file's
+    # number may belong to another process by now, another postgres included.
+    case "$(ps -p "${pid:-0}" -o args= 2>/dev/null || true)" in
+      *postgres*"$run_tmp"*) kill -QUIT "$pid" 2>/dev/null && pids+=("$pid") || true;;
     esac
   done < <(find "$run_tmp" -name postmaster.pid 2>/dev/null || true)
-  for _ in $(seq 1 50); do
-    [ ${#pids[@]} -gt 0 ] && kill -0 "${pids[@]}" 2>/dev/null || break
-    sleep 0.1
+  # Each of them gone (up to 5 s each) before their files are removed.
+  for pid in ${pids[@]+"${pids[@]}"}; do
+    for _ in $(seq 1 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
   done
   rm -rf "$run_tmp" 2>/dev/null || true
 }

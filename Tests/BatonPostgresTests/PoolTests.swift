@@ -121,6 +121,8 @@ struct PoolTests {
         // fixed 1.5 s once: in a loaded CI run the two were never seen in use at once, and the
         // pool was never exhausted.)
         let holders = (0..<2).map { _ in Self.holder(on: pool) }
+        // Released however the test ends (a failed expectation that throws included).
+        defer { for (_, open) in holders { open.finish() } }
         // Until both holders run, their connections open (a loaded machine may start their
         // tasks late, and open connections slowly: a CI run saw more than a second).
         for _ in 0..<1000 where pool.statistics.inUse < 2 { try await Task.sleep(for: .milliseconds(10)) }
