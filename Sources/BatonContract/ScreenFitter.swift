@@ -227,6 +227,8 @@ private struct FitPass: ~Copyable {
     let fitter: ScreenFitter
     let components: NameTable<CompiledComponent>
     let actions: NameTable<CompiledAction>
+    /// `,"id":` as encoded (in the contract's arena, which `fitter` keeps).
+    let idKey: UnsafeBufferPointer<UInt8>
     let client: ScreenFitter.Client
     /// The client's capabilities as bits (see `CapabilityBits`).
     let capabilities: UInt64
@@ -241,6 +243,7 @@ private struct FitPass: ~Copyable {
         self.fitter = fitter
         self.components = fitter.compiled.components
         self.actions = fitter.compiled.actions
+        self.idKey = fitter.compiled.idKey
         self.client = client
         self.capabilities = fitter.capabilityBits.mask(of: client.capabilities)
     }
@@ -440,7 +443,7 @@ private struct FitPass: ~Copyable {
             output.write(encoded: plan.pointee.opening)
             members.first = false
             if let id = object.value("id") {
-                output.write(encoded: fitter.compiled.idKey)
+                output.write(encoded: idKey)
                 output.write(at: id)
             }
             for field in plan.pointee.map {
