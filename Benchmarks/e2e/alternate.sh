@@ -44,6 +44,7 @@ run() { # $1 label, $2 binary, $3 pair, then the script's options
   local label=$1 binary=$2 pair=$3 out
   shift 3
   out=$("$here/$script" --baton "$binary" "$@" 2>/dev/null) || echo "$label $pair: $script failed (run it alone to see why)"
+  case "$out" in *'|'*) ;; *) echo "$label $pair: $script printed no table";; esac
   printf '%s\n' "$out" | awk -v label="$label" -v pair="$pair" -v header="$header_printed" '
     /^\|/ { lines[++n] = $0 }
     END {
