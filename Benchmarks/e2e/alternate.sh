@@ -14,9 +14,10 @@
 #     command-vs-pgbench.sh --connections "2 8" --seconds 10 --rounds 1 --max-rate 5000
 #
 # Rows are the script's table rows (lines starting with "|" but not the header or its rule),
-# prefixed with the build's label and the pair's number; the first run's header is printed
-# once, and the script's other output is dropped (a failed run says so: run the script alone to
-# see why). Compare the builds over all pairs, not one pair.
+# prefixed with the build's label and the pair's number; the first table header is printed
+# once (a script with several tables: only its first header), and the script's other output is
+# dropped. A run that fails says so with the end of its error output, its rows are marked
+# FAILED, and alternate.sh exits 1 at the end. Compare the builds over all pairs, not one pair.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 a=""; b=""; pairs=2
@@ -35,15 +36,26 @@ script=$1; shift
 for build in "$a" "$b"; do
   [ -n "$build" ] && [ -x "$build" ] || { echo "--a and --b each need an executable Baton (got '$build')" >&2; exit 2; }
 done
-case "$pairs" in ''|*[!0-9]*|0) echo "--pairs needs a whole number above 0" >&2; exit 2;; esac
+case "$pairs" in ''|*[!0-9]*) pairs=0;; esac
+[ "$((10#$pairs))" -ge 1 ] || { echo "--pairs needs a whole number above 0" >&2; exit 2; }
+for option in "$@"; do
+  [ "$option" != --baton ] || { echo "--baton is set by alternate.sh (--a, --b); leave it out of the script's options" >&2; exit 2; }
+done
 
 # Runs the script once with one build; prints its table rows labelled "<label> <pair>", and
 # the first run's table header (the line above each "|---" rule) once.
 header_printed=0
+failed=0
 run() { # $1 label, $2 binary, $3 pair, then the script's options
-  local label=$1 binary=$2 pair=$3 out
+  local label=$1 binary=$2 pair=$3 out errors
   shift 3
-  out=$("$here/$script" --baton "$binary" "$@" 2>/dev/null) || echo "$label $pair: $script failed (run it alone to see why)"
+  errors=$(mktemp)
+  if ! out=$("$here/$script" --baton "$binary" "$@" 2>"$errors"); then
+    echo "$label $pair: $script failed; the end of its error output:"
+    tail -5 "$errors" | sed 's/^/    /'
+    label="$label FAILED"; failed=1
+  fi
+  rm -f "$errors"
   case "$out" in *'|'*) ;; *) echo "$label $pair: $script printed no table";; esac
   printf '%s\n' "$out" | awk -v label="$label" -v pair="$pair" -v header="$header_printed" '
     /^\|/ { lines[++n] = $0 }
@@ -54,7 +66,7 @@ run() { # $1 label, $2 binary, $3 pair, then the script's options
         print label " " pair " " lines[i]
       }
     }'
-  header_printed=1
+  case "$out" in *'|-'*) header_printed=1;; esac
 }
 
 echo "A = $a"
@@ -66,3 +78,4 @@ for pair in $(seq 1 "$pairs"); do
     run "$label" "$binary" "$pair" "$@"
   done
 done
+[ "$failed" = 0 ] || { echo "at least one run failed (marked FAILED above)" >&2; exit 1; }
