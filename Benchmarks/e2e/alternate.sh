@@ -56,17 +56,17 @@ run() { # $1 label, $2 binary, $3 pair, then the script's options
     label="$label FAILED"; failed=1
   fi
   rm -f "$errors"
-  case "$out" in *'|'*) ;; *) echo "$label $pair: $script printed no table";; esac
-  printf '%s\n' "$out" | awk -v label="$label" -v pair="$pair" -v header="$header_printed" '
+  printf '%s\n' "$out" | awk -v label="$label" -v pair="$pair" -v header="$header_printed" -v script="$script" '
     /^\|/ { lines[++n] = $0 }
     END {
+      if (n == 0) print label " " pair ": " script " printed no table"
       for (i = 1; i <= n; i++) {
         if (lines[i] ~ /^\|-/) continue
         if (i < n && lines[i + 1] ~ /^\|-/) { if (header == 0) { print "    " lines[i]; header = 1 }; continue }
         print label " " pair " " lines[i]
       }
     }'
-  case "$out" in *'|-'*) header_printed=1;; esac
+  if grep -q '^|-' <<<"$out"; then header_printed=1; fi
 }
 
 echo "A = $a"
