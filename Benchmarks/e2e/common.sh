@@ -101,6 +101,19 @@ children_cpu() {
 # Thread switches of Baton so far (voluntary + involuntary, summed over its threads).
 baton_switches() { cat "/proc/$serve_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {t += $2} END {print t}'; }
 
+# CPU seconds (user + system) Baton's HTTP event loops (NIO's threads, `NIO-…`) and its
+# database loops (`baton-db-io-…`) have used so far, as "HTTP DATABASE". A thread that ended
+# between two readings is missing from the later one; the loops live as long as the process.
+baton_loop_cpu() {
+  local task
+  for task in "/proc/$serve_pid"/task/*; do
+    { printf '%s %s\n' "$(cat "$task/comm")" "$(sed 's/.*) //' "$task/stat")"; } 2>/dev/null || true
+  done | awk -v hz="$hz" '
+    $1 ~ /^NIO-/ { http += $13 + $14 }
+    $1 ~ /^baton-db-io/ { database += $13 + $14 }
+    END { printf "%.2f %.2f\n", http / hz, database / hz }'
+}
+
 # CPU seconds (user + system, all threads) process $1 has used so far.
 process_cpu() {
   sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$hz" '{printf "%.2f\n", ($12 + $13) / hz}'

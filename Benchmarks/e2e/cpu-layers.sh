@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Where a command's CPU goes, layer by layer: Baton's CPU per request (from /proc/<pid>/stat)
-# and thread switches per request (voluntary + involuntary, all threads, from
-# /proc/<pid>/task/*/status) for requests that stop at successive depths of the command path,
-# under wrk, in one run:
+# Where a command's CPU goes, layer by layer: Baton's CPU per request (from /proc/<pid>/stat),
+# the part of it spent on the HTTP event loops and on the database loops (from
+# /proc/<pid>/task/*/stat, by thread name), and thread switches per request (voluntary +
+# involuntary, all threads, from /proc/<pid>/task/*/status) for requests that stop at
+# successive depths of the command path, under wrk, in one run:
 #
 #   healthz            the HTTP stack alone (GET /healthz)
 #   refused command    + bearer token, JSON body, payload signature (a tampered payload: 400)
@@ -10,16 +11,20 @@
 #                        claim finds the session, the log's reply is sent again)
 #   probe              POST /diagnostics/probe/:id: two round trips (SELECT … FOR UPDATE;
 #                        UPDATE + INSERT + COMMIT pipelined), no token, no flow
+#   command            a fresh command: favourite-add, each request a new user's first (the
+#                        tables' command; about --max-rate × (--seconds + 2) are minted first,
+#                        through the screens API, which takes a while)
 #
 # and, beside them, the CPU the pgbench client spends per transaction of favourite-add.pgbench
 # (seven round trips, one thread, as the peer's cost of talking to PostgreSQL).
 #
-#   Benchmarks/e2e/cpu-layers.sh [--seconds 8] [--connections 32] [--baton PATH | --no-build] [--port 8088]
+#   Benchmarks/e2e/cpu-layers.sh [--seconds 8] [--connections 32] [--max-rate 7000]
+#                                [--baton PATH | --no-build] [--port 8088]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-seconds=8; connections=32; port=8088
-options="seconds connections port" # read by common.sh
+seconds=8; connections=32; port=8088; max_rate=7000
+options="seconds connections max_rate port" # read by common.sh
 . "$here/common.sh"
 
 start_baton 8
@@ -35,16 +40,40 @@ layer_script healthz GET "" /healthz
 layer_script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
 layer_script replayed POST "{\"payload\":\"$payload\"}" /v3/command
 layer_script probe POST "" /diagnostics/probe/%d
+# Fresh commands, one per request: a repeat would be the replayed layer.
+count=$((max_rate * (seconds + 2) + connections))
+python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count "$count" --prefix layers-fresh \
+  --secret "$BATON_JWT_HS256_SECRET" --out "$data/commands.txt" >/dev/null
+next=1
 
-echo "| request | requests/s | Baton CPU µs/request | thread switches/request | PostgreSQL CPU µs/request |"
-echo "|---|---:|---:|---:|---:|"
-for layer in healthz refused replayed probe; do
-  wrk -t1 -c"$connections" -d2s -s "$data/$layer.lua" "http://127.0.0.1:$port" >/dev/null # warm-up
-  before=$(baton_switches)
-  measured_wrk -t1 -c"$connections" -d"${seconds}s" -s "$data/$layer.lua" "http://127.0.0.1:$port"
-  after=$(baton_switches)
+echo "| request | requests/s | Baton CPU µs/request | on HTTP loops | on database loops | thread switches/request | PostgreSQL CPU µs/request |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for layer in healthz refused replayed probe command; do
+  for run in warm-up measured; do
+    if [ "$layer" = command ]; then
+      load=(-s "$here/command.lua" "http://127.0.0.1:$port" -- "$data/commands.txt" "$next")
+    else
+      load=(-s "$data/$layer.lua" "http://127.0.0.1:$port")
+    fi
+    if [ "$run" = warm-up ]; then
+      wrk -t1 -c"$connections" -d2s "${load[@]}" >"$data/wrk.out" 2>"$data/wrk.err"
+    else
+      before=$(baton_switches); loops_before=$(baton_loop_cpu)
+      measured_wrk -t1 -c"$connections" -d"${seconds}s" "${load[@]}"
+      after=$(baton_switches); loops_after=$(baton_loop_cpu)
+    fi
+    if [ "$layer" = command ]; then
+      # Past every command this run may have used: answered, timed out, in flight at its end.
+      timeouts=$(awk '/Socket errors/ {for (i = 1; i <= NF; i++) if ($i == "timeout") print $(i + 1)}' "$data/wrk.out")
+      next=$((next + $(awk '/requests in/ {print $1}' "$data/wrk.out") + ${timeouts:-0} + connections))
+      [ "$next" -le "$count" ] || { echo "ran out of fresh commands; raise --max-rate" >&2; exit 1; }
+      if [ -s "$data/wrk.err" ]; then echo "unexpected answers:" >&2; sort "$data/wrk.err" | uniq -c | head >&2; exit 1; fi
+    fi
+  done
   awk -v l="$layer" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v p="$wrk_pg_cpu" -v a="$before" -v b="$after" -v n="$wrk_requests" \
-    'BEGIN {printf "| %s | %.0f | %d | %.1f | %d |\n", l, r, c, (b - a) / n, p}'
+    -v lb="$loops_before" -v la="$loops_after" \
+    'BEGIN {split(lb, x, " "); split(la, y, " ")
+      printf "| %s | %.0f | %d | %d | %d | %.1f | %d |\n", l, r, c, (y[1] - x[1]) * 1e6 / n, (y[2] - x[2]) * 1e6 / n, (b - a) / n, p}'
 done
 
 hash=$("$pgbin/psql" -Atc "SELECT hash FROM flow_definitions WHERE flow = 'favourite-add' ORDER BY created_at DESC LIMIT 1")
