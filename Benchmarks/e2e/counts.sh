@@ -30,8 +30,8 @@ options="seconds connections pool port layers" # read by common.sh
 command -v perf >/dev/null || { echo "perf is not installed (Debian: apt-get install linux-perf)" >&2; exit 1; }
 
 # The uprobes, on the libraries this binary loads.
-libc=$(ldd "$baton" | awk '/libc\.so/ {print $3}')
-swiftcore=$(ldd "$baton" | awk '/libswiftCore\.so/ {print $3}')
+libc=$(ldd "$baton" | awk '$1 ~ /^libc\.so/ {print $3}')  # not libswiftGlibc.so
+swiftcore=$(ldd "$baton" | awk '$1 ~ /^libswiftCore\.so/ {print $3}')
 [ -n "$libc" ] && [ -n "$swiftcore" ] || { echo "ldd $baton names no libc or libswiftCore" >&2; exit 1; }
 add_probe() { # $1 event name, $2 library, $3 function
   grep -q "$1 " <<<"$(perf probe -l 2>/dev/null)" || perf probe -q -x "$2" "$3" >/dev/null 2>&1 \
