@@ -41,6 +41,29 @@ package struct HMACSHA256: Sendable {
         return outer.finalize()
     }
 
+    /// The MAC's state once `prefix` is hashed: for many messages that begin with the same
+    /// bytes, each finished from here (``authenticationCode(after:for:)``) hashes its own end
+    /// only.
+    package struct Prefixed: Sendable {
+        fileprivate let inner: SHA256
+        fileprivate let outer: SHA256
+    }
+
+    package func prefixed(_ prefix: UnsafeRawBufferPointer) -> Prefixed {
+        var inner = self.inner
+        inner.update(bufferPointer: prefix)
+        return Prefixed(inner: inner, outer: outer)
+    }
+
+    /// The MAC of the prefix `state` was made with, followed by `rest`.
+    package static func authenticationCode(after state: Prefixed, for rest: UnsafeRawBufferPointer) -> SHA256.Digest {
+        var inner = state.inner
+        inner.update(bufferPointer: rest)
+        var outer = state.outer
+        inner.finalize().withUnsafeBytes { outer.update(bufferPointer: $0) }
+        return outer.finalize()
+    }
+
     /// Whether `mac` is `code`, in time that depends on the lengths only.
     package static func equalInConstantTime(_ code: SHA256.Digest, _ mac: [UInt8]) -> Bool {
         guard mac.count == SHA256.byteCount else { return false }

@@ -135,6 +135,8 @@ public struct PayloadSigner: Sendable {
         let id: String
         let key: SymmetricKey
         let keyed: HMACSHA256
+        /// Which key this is, beyond its id (two signers may name different secrets alike).
+        let identity = KeyIdentity()
 
         init(id: String, key: SymmetricKey) {
             self.id = id
@@ -197,6 +199,112 @@ public struct PayloadSigner: Sendable {
         let body = claims.encoded
         let mac = keys[0].authenticationCode(for: body)
         return mac.withUnsafeBytes { Self.joined(body, UnsafeRawBufferPointer($0)) }
+    }
+
+    // MARK: - Start payloads from a template
+
+    /// A start payload signed ahead but for its nonce, which the claims' encoding writes last
+    /// (`…,"r":"<nonce>"}`). The claims' JSON, most of its base64url and most of its MAC's hash
+    /// are the same whatever the nonce, so a held screen (``ScreenCache``) mints each of its
+    /// start payloads from one of these, encoding and hashing only the nonce and what follows
+    /// it: the same bytes ``sign(_:)`` gives for the claims with that nonce (`PayloadSigningTests`).
+    public struct StartTemplate: Sendable {
+        /// The claims' subject: the caller checks it is the request's.
+        public let subject: String
+        /// The key that made it: a template mints with that key only.
+        fileprivate let key: KeyIdentity
+        /// base64url of the encoding's first bytes (a multiple of three of them: no padding).
+        fileprivate let head: [UInt8]
+        /// The encoding's bytes after those, up to the nonce (at most two).
+        fileprivate let rest: [UInt8]
+        /// The MAC's state once the encoding up to the nonce is hashed.
+        fileprivate let mac: HMACSHA256.Prefixed
+    }
+
+    /// Characters in a nonce (``makeNonce()``: 12 random bytes, base64url).
+    static let nonceLength = 16
+
+    /// The template of `claims`, a start payload's (its nonce aside), with the signing key; nil
+    /// if its encoding does not end with the nonce.
+    public func startTemplate(_ claims: PayloadClaims) -> StartTemplate? {
+        var claims = claims
+        claims.keyID = keys[0].id
+        claims.nonce = ""
+        let encoded = claims.encoded
+        let end = Array(",\"r\":\"\"}".utf8)
+        guard encoded.count > end.count, encoded.suffix(end.count).elementsEqual(end) else { return nil }
+        let prefix = encoded.dropLast(2)  // up to the nonce's opening quote
+        let split = prefix.startIndex + prefix.count / 3 * 3
+        return StartTemplate(
+            subject: claims.subject, key: keys[0].identity,
+            head: Array(Self.base64URL(Array(prefix[..<split])).utf8), rest: Array(prefix[split...]),
+            mac: prefix.withUnsafeBytes { keys[0].keyed.prefixed($0) })
+    }
+
+    /// Appends the payload `template` gives with `nonce` (base64url, ``nonceLength`` characters;
+    /// a fresh one when nil) to `output`. False, with nothing appended, when the signing key
+    /// is not the one that made the template or `nonce` is not a nonce's form.
+    public func sign(_ template: StartTemplate, nonce: String? = nil, into output: inout [UInt8]) -> Bool {
+        guard template.key === keys[0].identity else { return false }
+        let options: Base64.EncodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 + Self.nonceLength + 2) { tail -> Bool in
+            // The encoding after the template's head: its rest, the nonce, `"}`.
+            var count = 0
+            for byte in template.rest {
+                tail[count] = byte
+                count += 1
+            }
+            if let nonce {
+                guard nonce.utf8.count == Self.nonceLength, nonce.utf8.allSatisfy(Self.isBase64URL) else { return false }
+                for byte in nonce.utf8 {
+                    tail[count] = byte
+                    count += 1
+                }
+            } else {
+                var random: (UInt64, UInt32) = (0, 0)
+                withUnsafeMutableBytes(of: &random) { NonceBytes.take(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<12])) }
+                count += withUnsafeBytes(of: random) { raw in
+                    UnsafeRawBufferPointer(rebasing: raw[..<12]).withMemoryRebound(to: UInt8.self) { input in
+                        var span = UnsafeMutableBufferPointer(rebasing: tail[count..<(count + Self.nonceLength)]).mutableSpan
+                        return Base64.encode(bytes: input.span, into: &span, options: options)
+                    }
+                }
+            }
+            tail[count] = UInt8(ascii: "\"")
+            tail[count + 1] = UInt8(ascii: "}")
+            count += 2
+            let encodedTail = UnsafeBufferPointer(rebasing: tail[..<count])
+            // The template's state has hashed its rest already: the nonce and `"}` remain.
+            let mac = HMACSHA256.authenticationCode(
+                after: template.mac, for: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: tail[template.rest.count..<count])))
+            let tailLength = Base64.encodedLength(bytesCount: count, options: options)
+            let macLength = Base64.encodedLength(bytesCount: SHA256.byteCount, options: options)
+            var position = output.count + template.head.count
+            output.append(contentsOf: template.head)
+            output.append(contentsOf: repeatElement(0, count: tailLength + 1 + macLength))
+            output.withUnsafeMutableBufferPointer { out in
+                var span = UnsafeMutableBufferPointer(rebasing: out[position..<(position + tailLength)]).mutableSpan
+                position += Base64.encode(bytes: encodedTail.span, into: &span, options: options)
+                out[position] = UInt8(ascii: ".")
+                position += 1
+                mac.withUnsafeBytes { raw in
+                    raw.withMemoryRebound(to: UInt8.self) { input in
+                        var span = UnsafeMutableBufferPointer(rebasing: out[position..<(position + macLength)]).mutableSpan
+                        _ = Base64.encode(bytes: input.span, into: &span, options: options)
+                    }
+                }
+            }
+            return true
+        }
+    }
+
+    private static func isBase64URL(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "_"):
+            return true
+        default: return false
+        }
     }
 
     /// `base64url(body) "." base64url(mac)` written into one string: a screen signs one of these
@@ -297,6 +405,9 @@ public struct PayloadSigner: Sendable {
         return UUID(uuid: uuid)
     }
 }
+
+/// One signing key's identity, compared by reference (``PayloadSigner/StartTemplate``).
+final class KeyIdentity: Sendable {}
 
 /// Random bytes for start-action nonces, drawn from the system a batch at a time: one read
 /// serves 21 nonces, where each nonce used to make two `getrandom(2)` calls (a screen mints

@@ -41,6 +41,9 @@ final class ScreenCache: Sendable {
         var offset: Int
         var claims: PayloadClaims
         var audience: FlowDefinition.Audience
+        /// The payload signed ahead but for its nonce, for the subject it was rendered for
+        /// (``PayloadSigner/StartTemplate``); set when the screen is held.
+        var template: PayloadSigner.StartTemplate? = nil
     }
 
     /// A fitted screen without its start payloads. Its ETag is the one a render would give:
@@ -122,19 +125,23 @@ final class ScreenCache: Sendable {
         }
     }
 
-    /// Holds the screen `miss` recorded, with its ETag and its fit's count.
-    func hold(_ miss: Miss, etag: String, publish: @escaping @Sendable () -> Void) {
+    /// Holds the screen `miss` recorded, with its ETag and its fit's count, and its start
+    /// payloads' templates made with `signer`.
+    func hold(_ miss: Miss, etag: String, signer: PayloadSigner, publish: @escaping @Sendable () -> Void) {
         guard miss.complete else { return }
-        let entry = Entry(scope: miss.scope, bytes: miss.bytes, holes: miss.holes, etag: etag, publish: publish)
+        var holes = miss.holes
+        for index in holes.indices { holes[index].template = signer.startTemplate(holes[index].claims) }
+        let entry = Entry(scope: miss.scope, bytes: miss.bytes, holes: holes, etag: etag, publish: publish)
         store.insert(entry, for: miss.key, cost: Self.cost(of: entry))
     }
 
     /// About what an entry occupies in memory: its two byte arrays, a few hundred bytes per
-    /// hole (the claims, their parameters), its key and bookkeeping, and the allocator's share
-    /// (measured: a process holding a full cache of playlist screens grew by about this much
-    /// per entry; docs/benchmarks.md, "Fitted screens held").
+    /// hole (the claims, their parameters, the payload's template: its encoding's base64url
+    /// and two hash states), its key and bookkeeping, and the allocator's share (measured: a
+    /// process holding a full cache of playlist screens grew by about this much per entry;
+    /// docs/benchmarks.md, "Fitted screens held").
     static func cost(of entry: Entry) -> Int {
-        2 * (entry.bytes.count + entry.scope.count) + entry.holes.count * 512 + 2048
+        2 * (entry.bytes.count + entry.scope.count) + entry.holes.count * 1024 + 2048
     }
 
     /// A held screen's bytes with fresh start payloads for `identity`; nil if one of them
@@ -144,13 +151,16 @@ final class ScreenCache: Sendable {
         body.reserveCapacity(entry.bytes.count + entry.holes.count * 400)
         var start = 0
         for hole in entry.holes {
-            guard let subject = identity.subject(for: hole.audience) else { return nil }
-            var claims = hole.claims
-            claims.subject = subject.description
-            claims.nonce = PayloadSigner.makeNonce()
+            guard let subject = identity.subject(for: hole.audience)?.description else { return nil }
             body.append(contentsOf: entry.bytes[start..<hole.offset])
-            body.append(contentsOf: signer.sign(claims).utf8)
             start = hole.offset
+            // The template was made for the subject the screen was rendered for, which the key
+            // (user and device) makes this request's; checked all the same.
+            if let template = hole.template, template.subject == subject, signer.sign(template, into: &body) { continue }
+            var claims = hole.claims
+            claims.subject = subject
+            claims.nonce = PayloadSigner.makeNonce()
+            body.append(contentsOf: signer.sign(claims).utf8)
         }
         body.append(contentsOf: entry.bytes[start...])
         return body

@@ -26,6 +26,29 @@ import Testing
         }
     }
 
+    @Test("a MAC finished from a hashed prefix is the MAC of the whole, wherever the split falls, and the state is reusable")
+    func prefixed() {
+        var generator = SystemRandomNumberGenerator()
+        for keyLength in [16, 32, 64, 100] {
+            let key = Self.bytes(keyLength, using: &generator)
+            let ours = key.withUnsafeBytes { HMACSHA256(key: $0) }
+            for messageLength in [0, 1, 55, 63, 64, 65, 127, 128, 129, 250] {
+                let message = Self.bytes(messageLength, using: &generator)
+                let expected = Array(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key)))
+                for split in Set([0, messageLength / 3, messageLength / 2, 64, messageLength]) where split <= messageLength {
+                    let state = message.withUnsafeBytes { ours.prefixed(UnsafeRawBufferPointer(rebasing: $0[..<split])) }
+                    // Twice from one state: finishing one must not move the other.
+                    for _ in 0..<2 {
+                        let actual = message.withUnsafeBytes {
+                            Array(HMACSHA256.authenticationCode(after: state, for: UnsafeRawBufferPointer(rebasing: $0[split...])))
+                        }
+                        #expect(actual == expected, "key of \(keyLength) bytes, message of \(messageLength), split at \(split)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("RFC 4231 test case 2: key \"Jefe\"")
     func knownAnswer() {
         let ours = Array("Jefe".utf8).withUnsafeBytes { HMACSHA256(key: $0) }

@@ -31,6 +31,67 @@ struct PayloadSigningTests {
         }
     }
 
+    @Test("a start payload minted from its template is, for any nonce, the payload the claims sign to with that nonce")
+    func startTemplate() throws {
+        let signer = try PayloadSigner(keys: [("k1", Self.secret), ("k0", Array(repeating: 9, count: 32))])
+        let parameters: [JSONObject?] = [
+            nil, [:], ["id": "11111111-0000-4000-8000-000000000001"], ["q": "\"quoted\" \\ and ünïcødé 🎉", "n": 7, "list": [1, "two", nil]],
+            ["long": .string(String(repeating: "y", count: 300))],
+        ]
+        var checked = 0
+        for parameters in parameters {
+            // Subjects of every length modulo 3 move where the template's base64 head ends.
+            for length in 1...6 {
+                let claims = PayloadClaims(
+                    subject: "user:" + String(repeating: "x", count: length), flow: "playlist-play", sessionID: nil, step: 0,
+                    event: "start", expires: 4_102_444_800, parameters: parameters)
+                let template = try #require(signer.startTemplate(claims))
+                #expect(template.subject == claims.subject)
+                for _ in 0..<3 {
+                    let nonce = PayloadSigner.makeNonce()
+                    var expected = claims
+                    expected.nonce = nonce
+                    var output = Array("before:".utf8)
+                    #expect(signer.sign(template, nonce: nonce, into: &output))
+                    #expect(output == Array(("before:" + signer.sign(expected)).utf8), "\(claims)")
+                    checked += 1
+                }
+                // A fresh nonce: a payload that verifies to the claims with that nonce, each time another.
+                var first: [UInt8] = [], second: [UInt8] = []
+                #expect(signer.sign(template, into: &first) && signer.sign(template, into: &second))
+                #expect(first != second)
+                for payload in [first, second] {
+                    var verified = try signer.verify(String(decoding: payload, as: UTF8.self)).get()
+                    #expect(verified.keyID == "k1")
+                    #expect(verified.nonce?.utf8.count == 16)
+                    verified.nonce = nil
+                    var bare = claims
+                    bare.keyID = "k1"
+                    #expect(verified == bare)
+                }
+            }
+        }
+        #expect(checked == 90)
+    }
+
+    @Test("a template mints only with the key that made it, and only a nonce's form: otherwise nothing is appended")
+    func startTemplateRefusals() throws {
+        let claims = PayloadClaims(subject: "user:alice", flow: "f", sessionID: nil, step: 0, event: "start", expires: 4_102_444_800)
+        let signer = try PayloadSigner(keys: [("k1", Self.secret)])
+        // The same key id with another secret (another replica's configuration, a test's).
+        let other = try PayloadSigner(keys: [("k1", Array(repeating: 8, count: 32))])
+        let template = try #require(signer.startTemplate(claims))
+        var output: [UInt8] = [1, 2, 3]
+        #expect(!other.sign(template, into: &output))
+        for nonce in ["", "short", "AAAAAAAAAAAAAAA=", "AAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAA\"", "AAAAAAAAAAAAAAA/"] {
+            #expect(!signer.sign(template, nonce: nonce, into: &output), "\(nonce)")
+        }
+        #expect(output == [1, 2, 3])
+        // A copy of the signer holds the same keys.
+        let copy = signer
+        #expect(copy.sign(template, into: &output))
+    }
+
     @Test("a start payload's session id is the first 16 bytes of its SHA-256 as a version-8 UUID: stored sessions keep matching their payloads")
     func sessionIDDerivation() {
         // Pinned values: repeats of a start action find its session by this id, across deploys.

@@ -91,6 +91,25 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // What ScreenCache.answer does for every start action of a held screen: the same claims,
+    // encoded and hashed ahead but for the nonce (made once, when a rendered screen is held).
+    let startClaims = PayloadClaims(
+        subject: "user:1234", flow: "playlist-remove-track", sessionID: nil, step: 0, event: "start", expires: 4_102_444_800,
+        parameters: ["playlist": "5f0c2a8e-1b7d-4c3e-9a61-2f4b8d9e0a17", "track": "0b6e4c1a-7d2f-4e8b-a3c5-100000000007"])
+    Benchmark("Make a start payload's template") { benchmark in
+        for _ in benchmark.scaledIterations { blackHole(signer.startTemplate(startClaims)) }
+    }
+    let template = signer.startTemplate(startClaims)!
+    Benchmark("Mint a start payload from its template") { benchmark in
+        var output: [UInt8] = []
+        output.reserveCapacity(1024)
+        for _ in benchmark.scaledIterations {
+            output.removeAll(keepingCapacity: true)
+            blackHole(signer.sign(template, into: &output))
+            blackHole(output)
+        }
+    }
+
     let scope = playlistScope()
     Benchmark("Render the playlist screen template (25 tracks)") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(playlistScreen.content.render(scope)) }
