@@ -261,14 +261,7 @@ public struct PayloadSigner: Sendable {
                     count += 1
                 }
             } else {
-                var random: (UInt64, UInt32) = (0, 0)
-                withUnsafeMutableBytes(of: &random) { NonceBytes.take(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<12])) }
-                count += withUnsafeBytes(of: random) { raw in
-                    UnsafeRawBufferPointer(rebasing: raw[..<12]).withMemoryRebound(to: UInt8.self) { input in
-                        var span = UnsafeMutableBufferPointer(rebasing: tail[count..<(count + Self.nonceLength)]).mutableSpan
-                        return Base64.encode(bytes: input.span, into: &span, options: options)
-                    }
-                }
+                count += Self.writeNonce(into: UnsafeMutableBufferPointer(rebasing: tail[count..<(count + Self.nonceLength)]))
             }
             tail[count] = UInt8(ascii: "\"")
             tail[count + 1] = UInt8(ascii: "}")
@@ -384,9 +377,20 @@ public struct PayloadSigner: Sendable {
 
     /// A fresh start-action nonce: 96 random bits, base64url.
     public static func makeNonce() -> String {
+        String(unsafeUninitializedCapacity: nonceLength) { writeNonce(into: $0) }
+    }
+
+    /// Writes a fresh nonce (``nonceLength`` characters) at the start of `output`; returns
+    /// how many characters it wrote.
+    static func writeNonce(into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
         var bytes: (UInt64, UInt32) = (0, 0)
         withUnsafeMutableBytes(of: &bytes) { NonceBytes.take(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<12])) }
-        return withUnsafeBytes(of: bytes) { base64URL(Array($0[..<12])) }
+        return withUnsafeBytes(of: bytes) { raw in
+            UnsafeRawBufferPointer(rebasing: raw[..<12]).withMemoryRebound(to: UInt8.self) { input in
+                var span = UnsafeMutableBufferPointer(rebasing: output[..<nonceLength]).mutableSpan
+                return Base64.encode(bytes: input.span, into: &span, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+            }
+        }
     }
 
     /// A stable identifier derived from a payload's bytes (start payloads name their session
