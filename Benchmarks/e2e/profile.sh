@@ -69,7 +69,8 @@ def place(stack):
             while j >= 0 and re.match(r"swift::|swift_job_run", stack[j]): j -= 1
             return "job: " + (stack[j] if j >= 0 else "?")
     for name in stack:
-        if "epoll_wait" in name or name == "__poll": return "waiting: " + name
+        if "epoll_wait" in name: return "waiting in epoll_wait"
+        if name == "__poll": return "waiting in poll"
         if "BaseSocketChannelC9readable" in name: return "NIO: a readable socket (read, HTTP parse, inbound handlers)"
         if "flushNow" in name: return "NIO: flush"
     return "elsewhere (stack not unwound, or outside the loops)"
