@@ -41,7 +41,7 @@ layer_script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
 layer_script replayed POST "{\"payload\":\"$payload\"}" /v3/command
 layer_script probe POST "" /diagnostics/probe/%d
 # Fresh commands, one per request: a repeat would be the replayed layer.
-count=$((max_rate * (seconds + 2) + connections))
+count=$((max_rate * (seconds + 2) + 2 * connections)) # in flight at the end of each of two runs
 python3 "$here/mint_commands.py" --base "http://127.0.0.1:$port" --count "$count" --prefix layers-fresh \
   --secret "$BATON_JWT_HS256_SECRET" --out "$data/commands.txt" >/dev/null
 next=1

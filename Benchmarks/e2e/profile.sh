@@ -7,7 +7,7 @@
 #                             [--seconds 7] [--connections 32] [--pool 8] [--baton PATH | --no-build]
 #
 # --match picks the functions listed (default: Baton's own modules and the Swift runtime's
-# executor checks); the 25 most sampled leaf functions are listed first either way. perf must
+# executor checks); the 25 most sampled leaf functions are listed first. perf must
 # be installed (Debian: linux-perf) and allowed to attach (run as root, or lower
 # kernel.perf_event_paranoid). perf makes thread switches dearer: compare shares, not µs.
 #

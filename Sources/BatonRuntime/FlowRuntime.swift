@@ -333,7 +333,7 @@ public final class FlowRuntime: Sendable {
         let reply = ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry) {
             miss?.add($0, payload: $1)
         }
-        if let miss { served.screens.hold(miss, etag: reply.etag, signer: signer, publish: fitted.publish) }
+        if let miss { served.screens.hold(miss, etag: reply.etag, publish: fitted.publish) }
         fitted.publish()
         metrics.screenAnswered(held: false)
         return reply

@@ -49,6 +49,7 @@ package struct HMACSHA256: Sendable {
         fileprivate let outer: SHA256
     }
 
+    /// The state once `prefix` is hashed after the key.
     package func prefixed(_ prefix: UnsafeRawBufferPointer) -> Prefixed {
         var inner = self.inner
         inner.update(bufferPointer: prefix)

@@ -383,6 +383,7 @@ public struct PayloadSigner: Sendable {
     /// Writes a fresh nonce (``nonceLength`` characters) at the start of `output`; returns
     /// how many characters it wrote.
     static func writeNonce(into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        precondition(output.count >= nonceLength)
         var bytes: (UInt64, UInt32) = (0, 0)
         withUnsafeMutableBytes(of: &bytes) { NonceBytes.take(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<12])) }
         return withUnsafeBytes(of: bytes) { raw in
@@ -411,7 +412,7 @@ public struct PayloadSigner: Sendable {
 }
 
 /// One signing key's identity, compared by reference (``PayloadSigner/StartTemplate``).
-final class KeyIdentity: Sendable {}
+fileprivate final class KeyIdentity: Sendable {}
 
 /// Random bytes for start-action nonces, drawn from the system a batch at a time: one read
 /// serves 21 nonces, where each nonce used to make two `getrandom(2)` calls (a screen mints

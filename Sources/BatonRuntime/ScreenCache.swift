@@ -35,15 +35,14 @@ final class ScreenCache: Sendable {
         var startExpiry: Int
     }
 
-    /// Where a start payload goes in a held screen, and what it is minted from (its subject and
-    /// nonce are filled in per answer).
+    /// Where a start payload goes in a held screen, and what it is minted from: its template
+    /// (signed ahead but for the nonce, for the subject the screen was rendered for), else its
+    /// claims, with the subject and a nonce filled in per answer.
     struct Hole: Sendable {
         var offset: Int
         var claims: PayloadClaims
         var audience: FlowDefinition.Audience
-        /// The payload signed ahead but for its nonce, for the subject it was rendered for
-        /// (``PayloadSigner/StartTemplate``); set when the screen is held.
-        var template: PayloadSigner.StartTemplate? = nil
+        var template: PayloadSigner.StartTemplate?
     }
 
     /// A fitted screen without its start payloads. Its ETag is the one a render would give:
@@ -121,25 +120,24 @@ final class ScreenCache: Sendable {
                 return
             }
             next = found + 1
-            holes.append(Hole(offset: bytes.count, claims: log.minted[found].claims, audience: log.minted[found].audience))
+            let minted = log.minted[found]
+            holes.append(Hole(offset: bytes.count, claims: minted.claims, audience: minted.audience, template: minted.template))
         }
     }
 
-    /// Holds the screen `miss` recorded, with its ETag and its fit's count, and its start
-    /// payloads' templates made with `signer`.
-    func hold(_ miss: Miss, etag: String, signer: PayloadSigner, publish: @escaping @Sendable () -> Void) {
+    /// Holds the screen `miss` recorded, with its ETag and its fit's count.
+    func hold(_ miss: Miss, etag: String, publish: @escaping @Sendable () -> Void) {
         guard miss.complete else { return }
-        var holes = miss.holes
-        for index in holes.indices { holes[index].template = signer.startTemplate(holes[index].claims) }
-        let entry = Entry(scope: miss.scope, bytes: miss.bytes, holes: holes, etag: etag, publish: publish)
+        let entry = Entry(scope: miss.scope, bytes: miss.bytes, holes: miss.holes, etag: etag, publish: publish)
         store.insert(entry, for: miss.key, cost: Self.cost(of: entry))
     }
 
     /// About what an entry occupies in memory: its two byte arrays, a few hundred bytes per
-    /// hole (the claims, their parameters, the payload's template: its encoding's base64url
-    /// and two hash states), its key and bookkeeping, and the allocator's share (measured: a
-    /// process holding a full cache of playlist screens grew by about this much per entry;
-    /// docs/benchmarks.md, "Fitted screens held").
+    /// hole for the claims and their parameters, its key and bookkeeping, and the allocator's
+    /// share (measured: a process holding a full cache of playlist screens grew by about this
+    /// much per entry; docs/benchmarks.md, "Fitted screens held"), and about 512 bytes more per
+    /// hole for its template (estimated, not measured: the encoding's base64url, up to 400
+    /// bytes for a playlist's actions, and a copy of the MAC's inner hash state).
     static func cost(of entry: Entry) -> Int {
         2 * (entry.bytes.count + entry.scope.count) + entry.holes.count * 1024 + 2048
     }
@@ -170,10 +168,11 @@ final class ScreenCache: Sendable {
 /// The start payloads a render minted, in order, with what they were minted from: the screen
 /// cache finds them in the fitted bytes and cuts them out. One render's, on one thread.
 final class MintLog {
-    fileprivate var minted: [(payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience)] = []
+    fileprivate var minted:
+        [(payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience, template: PayloadSigner.StartTemplate?)] = []
 
-    func record(_ payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience) {
-        minted.append((payload, claims, audience))
+    func record(_ payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience, template: PayloadSigner.StartTemplate?) {
+        minted.append((payload, claims, audience, template))
     }
 
     /// Where `payload` was minted, looking from `start` on. Payloads share a long prefix (the
