@@ -101,24 +101,11 @@ struct ReplyEncoder {
     /// A start action for `flow`, or nil when this client cannot run it (wrong audience).
     func start(flow: String, parameters: JSONObject?, title: String?) throws -> JSONValue? {
         guard let audience = audiences[flow], let subject = identity.subject(for: audience) else { return nil }
-        var claims = PayloadClaims(
+        let claims = PayloadClaims(
             subject: subject.description, flow: flow, sessionID: nil, step: 0, event: "start", expires: startExpiry,
-            parameters: parameters ?? [:])
-        let payload: String
-        if let mintLog, let template = signer.startTemplate(claims) {
-            // A screen the cache may hold: its answers mint from the template, so the render
-            // makes it and mints from it too (0.2 µs more than signing, against 0.9 µs for
-            // making it afterwards: docs/benchmarks.md, "A held screen's start payloads").
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(512)
-            _ = signer.sign(template, into: &bytes)
-            payload = String(decoding: bytes, as: UTF8.self)
-            mintLog.record(payload, claims: claims, audience: audience, template: template)
-        } else {
-            claims.nonce = PayloadSigner.makeNonce()
-            payload = signer.sign(claims)
-            mintLog?.record(payload, claims: claims, audience: audience, template: nil)
-        }
+            parameters: parameters ?? [:], nonce: PayloadSigner.makeNonce())
+        let payload = signer.sign(claims)
+        mintLog?.record(payload, claims: claims, audience: audience)
         var object: JSONObject = ["type": "startFlow", "url": .string(profile.commandURL), "payload": .string(payload)]
         if let title { object["title"] = .string(title) }
         return .object(object)

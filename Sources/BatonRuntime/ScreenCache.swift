@@ -1,5 +1,6 @@
 import BatonFlows
 import BatonJSON
+import Synchronization
 
 /// Screens as last rendered, signed and fitted for one kind of request, with holes where their
 /// start payloads go: a screen asked for again (the same user reopening or refreshing it, or
@@ -35,14 +36,31 @@ final class ScreenCache: Sendable {
         var startExpiry: Int
     }
 
-    /// Where a start payload goes in a held screen, and what it is minted from: its template
-    /// (signed ahead but for the nonce, for the subject the screen was rendered for), else its
-    /// claims, with the subject and a nonce filled in per answer.
+    /// Where a start payload goes in a held screen, and what it is minted from (its subject and
+    /// nonce are filled in per answer, through the entry's templates when they fit).
     struct Hole: Sendable {
         var offset: Int
         var claims: PayloadClaims
         var audience: FlowDefinition.Audience
-        var template: PayloadSigner.StartTemplate?
+    }
+
+    /// A held screen's start payloads signed ahead but for their nonces
+    /// (``PayloadSigner/StartTemplate``), one per hole, for the subject the screen was rendered
+    /// for. Made at the screen's first answer, not when it is held: a template costs about
+    /// what a signature does and saves two thirds of one at each later answer, so a screen held
+    /// and never asked for again makes none.
+    final class Templates: Sendable {
+        private let made = Mutex<[PayloadSigner.StartTemplate?]?>(nil)
+
+        init() {}
+
+        func templates(for holes: [Hole], signer: PayloadSigner) -> [PayloadSigner.StartTemplate?] {
+            if let made = made.withLock({ $0 }) { return made }
+            // Two first answers at once may both make them; either's are right.
+            let new = holes.map { signer.startTemplate($0.claims) }
+            made.withLock { if $0 == nil { $0 = new } }
+            return new
+        }
     }
 
     /// A fitted screen without its start payloads. Its ETag is the one a render would give:
@@ -54,6 +72,8 @@ final class ScreenCache: Sendable {
         var bytes: [UInt8]
         /// Where each payload goes in ``bytes``, in order.
         var holes: [Hole]
+        /// The holes' templates, once the entry has been answered.
+        var templates = Templates()
         var etag: String
         /// Counts the fit (metrics, blocked-URL logs): once per answer.
         var publish: @Sendable () -> Void
@@ -120,8 +140,7 @@ final class ScreenCache: Sendable {
                 return
             }
             next = found + 1
-            let minted = log.minted[found]
-            holes.append(Hole(offset: bytes.count, claims: minted.claims, audience: minted.audience, template: minted.template))
+            holes.append(Hole(offset: bytes.count, claims: log.minted[found].claims, audience: log.minted[found].audience))
         }
     }
 
@@ -148,13 +167,14 @@ final class ScreenCache: Sendable {
         var body: [UInt8] = []
         body.reserveCapacity(entry.bytes.count + entry.holes.count * 400)
         var start = 0
-        for hole in entry.holes {
+        let templates = entry.templates.templates(for: entry.holes, signer: signer)
+        for (hole, template) in zip(entry.holes, templates) {
             guard let subject = identity.subject(for: hole.audience)?.description else { return nil }
             body.append(contentsOf: entry.bytes[start..<hole.offset])
             start = hole.offset
             // The template was made for the subject the screen was rendered for, which the key
             // (user and device) makes this request's; checked all the same.
-            if let template = hole.template, template.subject == subject, signer.sign(template, into: &body) { continue }
+            if let template, template.subject == subject, signer.sign(template, into: &body) { continue }
             var claims = hole.claims
             claims.subject = subject
             claims.nonce = PayloadSigner.makeNonce()
@@ -168,11 +188,10 @@ final class ScreenCache: Sendable {
 /// The start payloads a render minted, in order, with what they were minted from: the screen
 /// cache finds them in the fitted bytes and cuts them out. One render's, on one thread.
 final class MintLog {
-    fileprivate var minted:
-        [(payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience, template: PayloadSigner.StartTemplate?)] = []
+    fileprivate var minted: [(payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience)] = []
 
-    func record(_ payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience, template: PayloadSigner.StartTemplate?) {
-        minted.append((payload, claims, audience, template))
+    func record(_ payload: String, claims: PayloadClaims, audience: FlowDefinition.Audience) {
+        minted.append((payload, claims, audience))
     }
 
     /// Where `payload` was minted, looking from `start` on. Payloads share a long prefix (the
