@@ -47,8 +47,9 @@ final class ScreenCache: Sendable {
     /// A held screen's start payloads signed ahead but for their nonces
     /// (``PayloadSigner/StartTemplate``), one per hole, for the subject the screen was rendered
     /// for. Made at the screen's first answer, not when it is held: a template costs about
-    /// what a signature does and saves two thirds of one at each later answer, so a screen held
-    /// and never asked for again makes none.
+    /// what a signature does and saves more than half of one at each later answer, so a screen
+    /// held and never asked for again makes none (docs/benchmarks.md, "A held screen's start
+    /// payloads from templates").
     final class Templates: Sendable {
         private let made = Mutex<[PayloadSigner.StartTemplate?]?>(nil)
 
