@@ -55,6 +55,8 @@ final class ScreenCache: Sendable {
 
         init() {}
 
+        /// The templates of `holes`, made with `signer` by the first call; later calls return
+        /// those, whatever they pass (``answer(_:identity:signer:)`` checks each one fits).
         func templates(for holes: [Hole], signer: PayloadSigner) -> [PayloadSigner.StartTemplate?] {
             if let made = made.withLock({ $0 }) { return made }
             // Two first answers at once may both make them; either's are right.
@@ -72,9 +74,9 @@ final class ScreenCache: Sendable {
         /// The fitted bytes with every payload's value cut out.
         var bytes: [UInt8]
         /// Where each payload goes in ``bytes``, in order.
-        var holes: [Hole]
-        /// The holes' templates, once the entry has been answered.
-        var templates = Templates()
+        let holes: [Hole]
+        /// The holes' templates, once the entry has been answered (shared by its copies).
+        let templates = Templates()
         var etag: String
         /// Counts the fit (metrics, blocked-URL logs): once per answer.
         var publish: @Sendable () -> Void
@@ -168,7 +170,8 @@ final class ScreenCache: Sendable {
         var body: [UInt8] = []
         body.reserveCapacity(entry.bytes.count + entry.holes.count * 400)
         var start = 0
-        let templates = entry.templates.templates(for: entry.holes, signer: signer)
+        var templates = entry.templates.templates(for: entry.holes, signer: signer)
+        if templates.count != entry.holes.count { templates = Array(repeating: nil, count: entry.holes.count) }
         for (hole, template) in zip(entry.holes, templates) {
             guard let subject = identity.subject(for: hole.audience)?.description else { return nil }
             body.append(contentsOf: entry.bytes[start..<hole.offset])
