@@ -46,12 +46,8 @@ for n in $connections; do
   # command this run may have used: those answered, those timed out, and those still in flight.
   send() {
     measured_wrk -t1 -c"$wrk_connections" -d"$1" -s "$here/command.lua" "http://127.0.0.1:$port" -- "$commands" "$next"
-    local timeouts
-    timeouts=$(awk '/Socket errors/ {for (i = 1; i <= NF; i++) if ($i == "timeout") print $(i + 1)}' "$data/wrk.out")
     answered_by_wrk=$((answered_by_wrk + wrk_requests)); sends=$((sends + 1))
-    next=$((next + wrk_requests + ${timeouts:-0} + wrk_connections))
-    [ "$next" -le "$count" ] || { echo "ran out of prepared commands; raise --max-rate" >&2; exit 1; }
-    if [ -s "$data/wrk.err" ]; then echo "unexpected answers:" >&2; sort "$data/wrk.err" | uniq -c | head >&2; exit 1; fi
+    advance_commands "$count" "$wrk_connections"
   }
   pgbench_args=(-n -c "$n" -j 1 -M prepared -D hash="$hash" -f "$here/favourite-add.pgbench")
   # Warm-up: prepared statements, caches, connections.

@@ -136,6 +136,19 @@ postgres_cpu() {
     END { printf "%.2f\n", t / hz }'
 }
 
+# After a wrk run of command.lua on $2 connections (output in $data/wrk.out and wrk.err): moves
+# `next` past every prepared command the run may have used — answered, timed out, in flight at
+# its end — and fails when that passes $1, the number prepared, or command.lua reported an
+# unexpected answer (not 200, or a replay).
+advance_commands() {
+  local requests timeouts
+  requests=$(awk '/requests in/ {print $1}' "$data/wrk.out")
+  timeouts=$(awk '/Socket errors/ {for (i = 1; i <= NF; i++) if ($i == "timeout") print $(i + 1)}' "$data/wrk.out")
+  next=$((next + requests + ${timeouts:-0} + $2))
+  [ "$next" -le "$1" ] || { echo "ran out of prepared commands; raise --max-rate" >&2; exit 1; }
+  if [ -s "$data/wrk.err" ]; then echo "unexpected answers:" >&2; sort "$data/wrk.err" | uniq -c | head >&2; exit 1; fi
+}
+
 # Runs wrk with the arguments given (its script's done() prints "latency_us p50 N p99 N"), between
 # two CPU readings. Output in $data/wrk.out and $data/wrk.err; sets wrk_requests, wrk_rps,
 # wrk_p50 and wrk_p99 (µs), wrk_baton_cpu, wrk_pg_cpu and wrk_cpu (µs of CPU per request of

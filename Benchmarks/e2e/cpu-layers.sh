@@ -62,13 +62,7 @@ for layer in healthz refused replayed probe command; do
       measured_wrk -t1 -c"$connections" -d"${seconds}s" "${load[@]}"
       after=$(baton_switches); loops_after=$(baton_loop_cpu)
     fi
-    if [ "$layer" = command ]; then
-      # Past every command this run may have used: answered, timed out, in flight at its end.
-      timeouts=$(awk '/Socket errors/ {for (i = 1; i <= NF; i++) if ($i == "timeout") print $(i + 1)}' "$data/wrk.out")
-      next=$((next + $(awk '/requests in/ {print $1}' "$data/wrk.out") + ${timeouts:-0} + connections))
-      [ "$next" -le "$count" ] || { echo "ran out of fresh commands; raise --max-rate" >&2; exit 1; }
-      if [ -s "$data/wrk.err" ]; then echo "unexpected answers:" >&2; sort "$data/wrk.err" | uniq -c | head >&2; exit 1; fi
-    fi
+    if [ "$layer" = command ]; then advance_commands "$count" "$connections"; fi
   done
   awk -v l="$layer" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v p="$wrk_pg_cpu" -v a="$before" -v b="$after" -v n="$wrk_requests" \
     -v lb="$loops_before" -v la="$loops_after" \

@@ -53,16 +53,30 @@ sleep 1
 perf record -q -F 1999 -g -p "$serve_pid" -o "$data/perf.data" -- sleep "$seconds" 2>/dev/null
 wait "$load_pid"
 grep -E 'Requests/sec|Non-2xx|Socket errors' "$data/wrk.out" || true
-if [ "$view" = jobs ]; then
-  perf script -i "$data/perf.data" -F comm,ip,sym 2>/dev/null | python3 -c '
-import collections, re, sys
-groups, samples, comm, stack = {}, 0, None, None
+perf script -i "$data/perf.data" -F comm,ip,sym 2>/dev/null | python3 -c '
+import collections, re, shutil, subprocess, sys
+view, match = sys.argv[1], sys.argv[2]
+
+def samples_in(lines):
+    """(thread name, stack from the leaf up) for each sample of `perf script -F comm,ip,sym`."""
+    comm, stack = None, None
+    for line in lines:
+        if not line.strip():
+            if stack is not None: yield comm, stack
+            stack = None
+        elif not line[0].isspace(): comm, stack = line.strip(), []
+        else:
+            parts = line.split(None, 1)
+            stack.append(re.sub(r"\+0x[0-9a-f]+$", "", parts[1].strip()) if len(parts) > 1 else "?")
+    if stack is not None: yield comm, stack
+
 def group(comm):
     if comm.startswith("NIO-"): return "HTTP event loops"
     if comm.startswith("baton-db-io"): return "database loops"
     return "other threads"
+
 def place(stack):
-    # stack[0] is the leaf. In a job: the function swift_job_run called (past the runtime frames).
+    # In a job: the function swift_job_run called (past the runtime frames).
     for i, name in enumerate(stack):
         if name.startswith("swift_job_run"):
             j = i - 1
@@ -74,59 +88,40 @@ def place(stack):
         if "BaseSocketChannelC9readable" in name: return "NIO: a readable socket (read, HTTP parse, inbound handlers)"
         if "flushNow" in name: return "NIO: flush"
     return "elsewhere (stack not unwound, or outside the loops)"
-def done():
-    global samples
-    if stack is None: return
-    samples += 1
-    groups.setdefault(group(comm), collections.Counter())[place(stack)] += 1
-for line in sys.stdin:
-    if not line.strip(): done(); stack = None
-    elif not line[0].isspace(): comm, stack = line.strip(), []
-    else:
-        parts = line.split(None, 1)
-        stack.append(re.sub(r"\+0x[0-9a-f]+$", "", parts[1].strip()) if len(parts) > 1 else "?")
-done()
-# Swift names demangled: the stretches of one async function then read as one name, and add up.
-import shutil, subprocess
-names = sorted({where for places in groups.values() for where in places})
-if shutil.which("swift-demangle") or shutil.which("swift"):
-    tool = ["swift-demangle"] if shutil.which("swift-demangle") else ["swift", "demangle"]
-    out = subprocess.run(tool + ["--simplified", "--compact"], input="\n".join(names) + "\n",
-                         capture_output=True, text=True).stdout.splitlines()
-    if len(out) == len(names):
-        readable = dict(zip(names, out))
-        for key in groups:
-            merged = collections.Counter()
-            for where, count in groups[key].items(): merged[readable[where]] += count
-            groups[key] = merged
-print(f"{samples} samples; shares of all of them")
-for name, places in sorted(groups.items(), key=lambda g: -sum(g[1].values())):
-    print(f"\n{name}: {100 * sum(places.values()) / samples:.1f} %")
-    for where, count in places.most_common(30):
-        if count * 1000 >= samples: print(f"{100 * count / samples:5.1f} %  {where[:150]}")
-'
-  exit 0
-fi
-perf script -i "$data/perf.data" -F comm,ip,sym 2>/dev/null | python3 -c '
-import collections, re, sys
-pattern = re.compile(sys.argv[1])
-leaf, inclusive, samples, stack = collections.Counter(), collections.Counter(), 0, None
-def done(stack):
-    global samples
-    if stack is None: return
-    samples += 1
-    if stack: leaf[stack[0]] += 1
-    for name in set(stack): inclusive[name] += 1
-for line in sys.stdin:
-    if not line.strip(): done(stack); stack = None
-    elif not line[0].isspace(): stack = []
-    else:
-        parts = line.split(None, 1)
-        stack.append(re.sub(r"\+0x[0-9a-f]+$", "", parts[1].strip()) if len(parts) > 1 else "?")
-done(stack)
-print(f"{samples} samples\n\nleaf functions (self):")
-for name, count in leaf.most_common(25): print(f"{100 * count / samples:5.1f} %  {name[:150]}")
-print(f"\ninclusive, matching {sys.argv[1]}:")
-for name, count in inclusive.most_common():
-    if pattern.search(name) and count * 1000 >= samples: print(f"{100 * count / samples:5.1f} %  {name[:150]}")
-' "$match"
+
+samples = 0
+if view == "jobs":
+    groups = collections.defaultdict(collections.Counter)
+    for comm, stack in samples_in(sys.stdin):
+        samples += 1
+        groups[group(comm)][place(stack)] += 1
+    # Swift names demangled: the stretches of one async function then read as one name, and add up.
+    names = sorted({where for places in groups.values() for where in places})
+    tool = ["swift-demangle"] if shutil.which("swift-demangle") else ["swift", "demangle"] if shutil.which("swift") else None
+    if tool:
+        out = subprocess.run(tool + ["--simplified", "--compact"], input="\n".join(names) + "\n",
+                             capture_output=True, text=True).stdout.splitlines()
+        if len(out) == len(names):
+            readable = dict(zip(names, out))
+            for key in groups:
+                merged = collections.Counter()
+                for where, count in groups[key].items(): merged[readable[where]] += count
+                groups[key] = merged
+    print(f"{samples} samples; shares of all of them")
+    for name, places in sorted(groups.items(), key=lambda g: -sum(g[1].values())):
+        print(f"\n{name}: {100 * sum(places.values()) / samples:.1f} %")
+        for where, count in places.most_common(30):
+            if count * 1000 >= samples: print(f"{100 * count / samples:5.1f} %  {where[:150]}")
+else:
+    pattern = re.compile(match)
+    leaf, inclusive = collections.Counter(), collections.Counter()
+    for _, stack in samples_in(sys.stdin):
+        samples += 1
+        if stack: leaf[stack[0]] += 1
+        for name in set(stack): inclusive[name] += 1
+    print(f"{samples} samples\n\nleaf functions (self):")
+    for name, count in leaf.most_common(25): print(f"{100 * count / samples:5.1f} %  {name[:150]}")
+    print(f"\ninclusive, matching {match}:")
+    for name, count in inclusive.most_common():
+        if pattern.search(name) and count * 1000 >= samples: print(f"{100 * count / samples:5.1f} %  {name[:150]}")
+' "$view" "$match"

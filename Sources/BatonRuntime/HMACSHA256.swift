@@ -34,11 +34,7 @@ package struct HMACSHA256: Sendable {
     }
 
     package func authenticationCode(for message: UnsafeRawBufferPointer) -> SHA256.Digest {
-        var inner = self.inner
-        inner.update(bufferPointer: message)
-        var outer = self.outer
-        inner.finalize().withUnsafeBytes { outer.update(bufferPointer: $0) }
-        return outer.finalize()
+        Self.authenticationCode(after: Prefixed(inner: inner, outer: outer), for: message)
     }
 
     /// The MAC's state once `prefix` is hashed: for many messages that begin with the same

@@ -237,16 +237,17 @@ public struct PayloadSigner: Sendable {
         let split = prefix.startIndex + prefix.count / 3 * 3
         return StartTemplate(
             subject: claims.subject, key: keys[0].identity,
-            head: Array(Self.base64URL(Array(prefix[..<split])).utf8), rest: Array(prefix[split...]),
+            head: prefix[..<split].withUnsafeBufferPointer { input in
+                [UInt8](unsafeUninitializedCapacity: Self.base64URLLength(input.count)) { $1 = Self.writeBase64URL(input, into: $0) }
+            },
+            rest: Array(prefix[split...]),
             mac: prefix.withUnsafeBytes { keys[0].keyed.prefixed($0) })
     }
 
-    /// Appends the payload `template` gives with `nonce` (base64url, ``nonceLength`` characters;
-    /// a fresh one when nil) to `output`. False, with nothing appended, when the signing key
-    /// is not the one that made the template or `nonce` is not a nonce's form.
-    public func sign(_ template: StartTemplate, nonce: String? = nil, into output: inout [UInt8]) -> Bool {
+    /// Appends the payload `template` gives with a fresh nonce to `output`. False, with
+    /// nothing appended, when the signing key is not the one that made the template.
+    public func sign(_ template: StartTemplate, into output: inout [UInt8]) -> Bool {
         guard template.key === keys[0].identity else { return false }
-        let options: Base64.EncodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 + Self.nonceLength + 2) { tail -> Bool in
             // The encoding after the template's head: its rest, the nonce, `"}`.
             var count = 0
@@ -254,36 +255,25 @@ public struct PayloadSigner: Sendable {
                 tail[count] = byte
                 count += 1
             }
-            if let nonce {
-                guard nonce.utf8.count == Self.nonceLength, nonce.utf8.allSatisfy(Self.isBase64URL) else { return false }
-                for byte in nonce.utf8 {
-                    tail[count] = byte
-                    count += 1
-                }
-            } else {
-                count += Self.writeNonce(into: UnsafeMutableBufferPointer(rebasing: tail[count..<(count + Self.nonceLength)]))
-            }
+            count += Self.writeNonce(into: UnsafeMutableBufferPointer(rebasing: tail[count..<(count + Self.nonceLength)]))
             tail[count] = UInt8(ascii: "\"")
             tail[count + 1] = UInt8(ascii: "}")
             count += 2
-            let encodedTail = UnsafeBufferPointer(rebasing: tail[..<count])
             // The template's state has hashed its rest already: the nonce and `"}` remain.
             let mac = HMACSHA256.authenticationCode(
                 after: template.mac, for: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: tail[template.rest.count..<count])))
-            let tailLength = Base64.encodedLength(bytesCount: count, options: options)
-            let macLength = Base64.encodedLength(bytesCount: SHA256.byteCount, options: options)
+            let encodedTail = UnsafeBufferPointer(rebasing: tail[..<count])
+            let tailLength = Self.base64URLLength(count)
+            let macLength = Self.base64URLLength(SHA256.byteCount)
             var position = output.count + template.head.count
             output.append(contentsOf: template.head)
             output.append(contentsOf: repeatElement(0, count: tailLength + 1 + macLength))
             output.withUnsafeMutableBufferPointer { out in
-                var span = UnsafeMutableBufferPointer(rebasing: out[position..<(position + tailLength)]).mutableSpan
-                position += Base64.encode(bytes: encodedTail.span, into: &span, options: options)
+                position += Self.writeBase64URL(encodedTail, into: UnsafeMutableBufferPointer(rebasing: out[position...]))
                 out[position] = UInt8(ascii: ".")
-                position += 1
                 mac.withUnsafeBytes { raw in
-                    raw.withMemoryRebound(to: UInt8.self) { input in
-                        var span = UnsafeMutableBufferPointer(rebasing: out[position..<(position + macLength)]).mutableSpan
-                        _ = Base64.encode(bytes: input.span, into: &span, options: options)
+                    raw.withMemoryRebound(to: UInt8.self) {
+                        _ = Self.writeBase64URL($0, into: UnsafeMutableBufferPointer(rebasing: out[(position + 1)...]))
                     }
                 }
             }
@@ -291,32 +281,27 @@ public struct PayloadSigner: Sendable {
         }
     }
 
-    private static func isBase64URL(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "-"), UInt8(ascii: "_"):
-            return true
-        default: return false
-        }
+    /// Characters base64url without padding takes for `count` bytes.
+    private static func base64URLLength(_ count: Int) -> Int {
+        Base64.encodedLength(bytesCount: count, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+    }
+
+    /// Writes `bytes` as base64url without padding at the start of `output` (room for
+    /// ``base64URLLength(_:)`` characters); returns how many it wrote.
+    private static func writeBase64URL(_ bytes: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var span = output.mutableSpan
+        return Base64.encode(bytes: bytes.span, into: &span, options: [.base64UrlAlphabet, .omitPaddingCharacter])
     }
 
     /// `base64url(body) "." base64url(mac)` written into one string: a screen signs one of these
     /// per start action, and two encoded strings joined by `+` cost three allocations.
     private static func joined(_ body: [UInt8], _ mac: UnsafeRawBufferPointer) -> String {
-        let options: Base64.EncodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
-        let bodyLength = Base64.encodedLength(bytesCount: body.count, options: options)
-        let macLength = Base64.encodedLength(bytesCount: mac.count, options: options)
-        return String(unsafeUninitializedCapacity: bodyLength + 1 + macLength) { output in
-            var written = body.withUnsafeBufferPointer { input in
-                var span = UnsafeMutableBufferPointer(rebasing: output[..<bodyLength]).mutableSpan
-                return Base64.encode(bytes: input.span, into: &span, options: options)
-            }
+        let bodyLength = base64URLLength(body.count)
+        return String(unsafeUninitializedCapacity: bodyLength + 1 + base64URLLength(mac.count)) { output in
+            var written = body.withUnsafeBufferPointer { writeBase64URL($0, into: output) }
             output[written] = UInt8(ascii: ".")
             written += 1
-            written += mac.withMemoryRebound(to: UInt8.self) { input in
-                var span = UnsafeMutableBufferPointer(rebasing: output[written...]).mutableSpan
-                return Base64.encode(bytes: input.span, into: &span, options: options)
-            }
+            written += mac.withMemoryRebound(to: UInt8.self) { writeBase64URL($0, into: UnsafeMutableBufferPointer(rebasing: output[written...])) }
             return written
         }
     }
@@ -387,10 +372,7 @@ public struct PayloadSigner: Sendable {
         var bytes: (UInt64, UInt32) = (0, 0)
         withUnsafeMutableBytes(of: &bytes) { NonceBytes.take(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<12])) }
         return withUnsafeBytes(of: bytes) { raw in
-            UnsafeRawBufferPointer(rebasing: raw[..<12]).withMemoryRebound(to: UInt8.self) { input in
-                var span = UnsafeMutableBufferPointer(rebasing: output[..<nonceLength]).mutableSpan
-                return Base64.encode(bytes: input.span, into: &span, options: [.base64UrlAlphabet, .omitPaddingCharacter])
-            }
+            UnsafeRawBufferPointer(rebasing: raw[..<12]).withMemoryRebound(to: UInt8.self) { writeBase64URL($0, into: output) }
         }
     }
 

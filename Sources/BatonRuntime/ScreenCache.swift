@@ -172,8 +172,11 @@ final class ScreenCache: Sendable {
         var start = 0
         var templates = entry.templates.templates(for: entry.holes, signer: signer)
         if templates.count != entry.holes.count { templates = Array(repeating: nil, count: entry.holes.count) }
+        // Each audience's subject as text, made once per answer rather than once per hole.
+        var subjects: [FlowDefinition.Audience: String] = [:]
         for (hole, template) in zip(entry.holes, templates) {
-            guard let subject = identity.subject(for: hole.audience)?.description else { return nil }
+            guard let subject = subjects[hole.audience] ?? identity.subject(for: hole.audience)?.description else { return nil }
+            subjects[hole.audience] = subject
             body.append(contentsOf: entry.bytes[start..<hole.offset])
             start = hole.offset
             // The template was made for the subject the screen was rendered for, which the key

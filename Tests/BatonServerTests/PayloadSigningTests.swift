@@ -47,34 +47,33 @@ struct PayloadSigningTests {
                     event: "start", expires: 4_102_444_800, parameters: parameters)
                 let template = try #require(signer.startTemplate(claims))
                 #expect(template.subject == claims.subject)
+                // Each payload from the template, with its fresh nonce, is byte for byte what the
+                // claims sign to with that nonce; it verifies to them; no two share a nonce.
+                var nonces: Set<String> = []
                 for _ in 0..<3 {
-                    let nonce = PayloadSigner.makeNonce()
+                    var output = Array("before:".utf8)
+                    #expect(signer.sign(template, into: &output))
+                    let payload = String(decoding: output.dropFirst(7), as: UTF8.self)
+                    var verified = try signer.verify(payload).get()
+                    let nonce = try #require(verified.nonce)
+                    #expect(nonce.utf8.count == 16)
+                    nonces.insert(nonce)
                     var expected = claims
                     expected.nonce = nonce
-                    var output = Array("before:".utf8)
-                    #expect(signer.sign(template, nonce: nonce, into: &output))
                     #expect(output == Array(("before:" + signer.sign(expected)).utf8), "\(claims)")
-                    checked += 1
-                }
-                // A fresh nonce: a payload that verifies to the claims with that nonce, each time another.
-                var first: [UInt8] = [], second: [UInt8] = []
-                #expect(signer.sign(template, into: &first) && signer.sign(template, into: &second))
-                #expect(first != second)
-                for payload in [first, second] {
-                    var verified = try signer.verify(String(decoding: payload, as: UTF8.self)).get()
-                    #expect(verified.keyID == "k1")
-                    #expect(verified.nonce?.utf8.count == 16)
                     verified.nonce = nil
                     var bare = claims
                     bare.keyID = "k1"
                     #expect(verified == bare)
+                    checked += 1
                 }
+                #expect(nonces.count == 3)
             }
         }
         #expect(checked == 90)
     }
 
-    @Test("a template mints only with the key that made it, and only a nonce's form: otherwise nothing is appended")
+    @Test("a template mints only with the key that made it: with another, nothing is appended")
     func startTemplateRefusals() throws {
         let claims = PayloadClaims(subject: "user:alice", flow: "f", sessionID: nil, step: 0, event: "start", expires: 4_102_444_800)
         let signer = try PayloadSigner(keys: [("k1", Self.secret)])
@@ -83,9 +82,6 @@ struct PayloadSigningTests {
         let template = try #require(signer.startTemplate(claims))
         var output: [UInt8] = [1, 2, 3]
         #expect(!other.sign(template, into: &output))
-        for nonce in ["", "short", "AAAAAAAAAAAAAAA=", "AAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAA\"", "AAAAAAAAAAAAAAA/"] {
-            #expect(!signer.sign(template, nonce: nonce, into: &output), "\(nonce)")
-        }
         #expect(output == [1, 2, 3])
         // A copy of the signer holds the same keys.
         let copy = signer
