@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The screen cache's memory: Baton's resident set (VmRSS) as more and more users' playlist
+# screens are held, with the cache at its budget and, in the same run, with it off.
+#
+#   Benchmarks/e2e/cache-memory.sh [--passes "100 1000 3000 3000 3000"] [--workers 4]
+#       [--budget ""] [--baton PATH | --no-build] [--port 8087]
+#
+# For each setting (the cache at --budget bytes, BATON_SCREEN_CACHE_BYTES unset when empty,
+# i.e. the default; then the cache off) a fresh Baton is started as screen-vs-pgbench.sh starts
+# it (demo data, pool of 8). Each pass then asks for the playlist screen as that many new
+# users (fill-0, fill-1, … continuing across passes), twice each: the first request renders and
+# holds the screen, the second is answered from the cache and makes its start payloads'
+# templates — so each held screen costs what it costs once it is in use. --workers requests
+# run at a time. After each pass: the RSS, and the screens held and rendered so far
+# (baton_screens_total). Needs PostgreSQL's server binaries (scripts/bootstrap.sh --bench).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+passes="100 1000 3000 3000 3000"; workers=4; budget=""; port=8087
+options="passes workers budget port" # read by common.sh
+. "$here/common.sh"
+
+rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
+screens() {
+  curl -sf "http://127.0.0.1:$port/metrics" |
+    awk '/^baton_screens_total/ {split($1, l, "\""); n[l[2]] = $2} END {printf "%d held, %d rendered", n["held"], n["rendered"]}'
+}
+
+# Asks for the playlist screen twice as each of users fill-$1 … fill-($1 + $2 - 1).
+fill() {
+  python3 - "$1" "$2" "$workers" "http://127.0.0.1:$port" "$screen_playlist" "$BATON_JWT_HS256_SECRET" <<'PY'
+import base64, concurrent.futures, hashlib, hmac, json, sys, time, urllib.request
+first, count, workers, base, playlist, secret = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
+def b64(data): return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+def token(subject):
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    claims = b64(json.dumps({"sub": subject, "exp": int(time.time()) + 3600}).encode())
+    return f"{head}.{claims}.{b64(hmac.new(secret.encode(), f'{head}.{claims}'.encode(), hashlib.sha256).digest())}"
+def twice(n):
+    request = urllib.request.Request(f"{base}/v3/screens/playlist?id={playlist}",
+        headers={"Authorization": f"Bearer {token(f'fill-{n}')}", "X-Client-Platform": "ios"})
+    for _ in range(2):
+        with urllib.request.urlopen(request, timeout=30) as response: response.read()
+with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+    list(pool.map(twice, range(first, first + count)))
+PY
+}
+
+echo "| cache | after | users so far | Baton RSS MiB | screens so far |"
+echo "|---|---|---:|---:|---|"
+for setting in budget off; do
+  if [ "$setting" = off ]; then export BATON_SCREEN_CACHE_BYTES=0; label="off"
+  elif [ -n "$budget" ]; then export BATON_SCREEN_CACHE_BYTES=$budget; label="$budget bytes"
+  else unset BATON_SCREEN_CACHE_BYTES; label="default budget"; fi
+  rm -rf "$data/postgres"
+  start_baton 8
+  LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
+  echo "| $label | start | 0 | $(rss_mib) | |"
+  users=0
+  for count in $passes; do
+    fill "$users" "$count"
+    users=$((users + count))
+    echo "| $label | $count users, twice each | $users | $(rss_mib) | $(screens) |"
+  done
+done
