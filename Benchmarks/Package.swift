@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
@@ -60,6 +61,17 @@ let package = Package(
             name: "baton-db-client-bench",
             dependencies: [.product(name: "BatonPostgres", package: baton), .product(name: "BatonExecutor", package: baton), .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             path: "Benchmarks/DatabaseClient",
+            swiftSettings: settings
+        ),
+        // The HTTP stack alone, beside `baton serve` (Benchmarks/e2e/http-floor.sh).
+        .executableTarget(
+            name: "baton-http-floor",
+            dependencies: [
+                .product(name: "BatonExecutor", package: baton), .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/HTTPFloor",
             swiftSettings: settings
         ),
     ]
