@@ -52,6 +52,8 @@ for setting in budget off; do
   if [ "$setting" = off ]; then export BATON_SCREEN_CACHE_BYTES=0; label="off"
   elif [ -n "$budget" ]; then export BATON_SCREEN_CACHE_BYTES=$budget; label="$budget bytes"
   else unset BATON_SCREEN_CACHE_BYTES; label="default budget"; fi
+  # A fresh database for each setting: the last Baton (and its embedded PostgreSQL) stopped first.
+  if [ -n "$serve_pid" ]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; serve_pid=""; fi
   rm -rf "$data/postgres"
   start_baton 8
   LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
