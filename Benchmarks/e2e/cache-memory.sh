@@ -21,24 +21,17 @@ options="passes workers budget port" # read by common.sh
 . "$here/common.sh"
 
 rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
-screens() {
-  curl -sf "http://127.0.0.1:$port/metrics" |
-    awk '/^baton_screens_total/ {split($1, l, "\""); n[l[2]] = $2} END {printf "%d held, %d rendered", n["held"], n["rendered"]}'
-}
 
 # Asks for the playlist screen twice as each of users fill-$1 … fill-($1 + $2 - 1).
 fill() {
-  python3 - "$1" "$2" "$workers" "http://127.0.0.1:$port" "$screen_playlist" "$BATON_JWT_HS256_SECRET" <<'PY'
-import base64, concurrent.futures, hashlib, hmac, json, sys, time, urllib.request
-first, count, workers, base, playlist, secret = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:]
-def b64(data): return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-def token(subject):
-    head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    claims = b64(json.dumps({"sub": subject, "exp": int(time.time()) + 3600}).encode())
-    return f"{head}.{claims}.{b64(hmac.new(secret.encode(), f'{head}.{claims}'.encode(), hashlib.sha256).digest())}"
+  python3 - "$here" "$1" "$2" "$workers" "http://127.0.0.1:$port" "$screen_playlist" "$BATON_JWT_HS256_SECRET" <<'PY'
+import concurrent.futures, sys, urllib.request
+sys.path.insert(0, sys.argv[1])
+from mint_commands import token  # the benchmarks' HS256 bearer token
+first, count, workers, base, playlist, secret = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:]
 def twice(n):
     request = urllib.request.Request(f"{base}/v3/screens/playlist?id={playlist}",
-        headers={"Authorization": f"Bearer {token(f'fill-{n}')}", "X-Client-Platform": "ios"})
+        headers={"Authorization": f"Bearer {token(f'fill-{n}', secret)}", "X-Client-Platform": "ios"})
     for _ in range(2):
         with urllib.request.urlopen(request, timeout=30) as response: response.read()
 with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
@@ -46,14 +39,14 @@ with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
 PY
 }
 
-echo "| cache | after | users so far | Baton RSS MiB | screens so far |"
+echo "| cache | after | users so far | Baton RSS MiB | screens answered so far |"
 echo "|---|---|---:|---:|---|"
 for setting in budget off; do
   if [ "$setting" = off ]; then export BATON_SCREEN_CACHE_BYTES=0; label="off"
   elif [ -n "$budget" ]; then export BATON_SCREEN_CACHE_BYTES=$budget; label="$budget bytes"
   else unset BATON_SCREEN_CACHE_BYTES; label="default budget"; fi
   # A fresh database for each setting: the last Baton (and its embedded PostgreSQL) stopped first.
-  if [ -n "$serve_pid" ]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; serve_pid=""; fi
+  stop_baton
   rm -rf "$data/postgres"
   start_baton 8
   LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
@@ -62,6 +55,6 @@ for setting in budget off; do
   for count in $passes; do
     fill "$users" "$count"
     users=$((users + count))
-    echo "| $label | $count users, twice each | $users | $(rss_mib) | $(screens) |"
+    echo "| $label | $count users, twice each | $users | $(rss_mib) | $(screens_answered) |"
   done
 done

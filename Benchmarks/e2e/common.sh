@@ -50,8 +50,13 @@ if [ "$build" = 1 ]; then swift build -c release --product baton >&2; fi
 data=$(mktemp -d /tmp/baton-bench-XXXXXX)
 chmod 755 "$data"
 serve_pid=""
-cleanup() {
+# Stops `baton serve` (and with it its embedded PostgreSQL), if it runs.
+stop_baton() {
   if [ -n "$serve_pid" ]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi
+  serve_pid=""
+}
+cleanup() {
+  stop_baton
   rm -rf "$data"
 }
 trap cleanup EXIT
@@ -62,7 +67,7 @@ export BATON_JWT_HS256_SECRET="bench-$(head -c 24 /dev/urandom | base64 | tr -d 
 
 # Starts (or restarts) `baton serve` on $data with a pool of $1 connections; waits for /readyz.
 start_baton() {
-  if [ -n "$serve_pid" ]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi
+  stop_baton
   BATON_DIAGNOSTICS=true LOG_LEVEL=warning DATABASE_POOL_SIZE=$1 \
     "$baton" serve --data-dir "$data" --port "$port" >"$data/serve.log" 2>&1 &
   serve_pid=$!
@@ -256,7 +261,18 @@ prepare_screen() {
 # answer is measured, not dropped).
 screen_wrk() {
   measured_wrk -t1 -c"$2" -d"$1" --timeout 30s -s "$here/screen.lua" "$screen_url"
+  fail_on_wrk_errors
+}
+
+# Fails when the last measured_wrk run saw an answer but 2xx or a socket error (a timeout included).
+fail_on_wrk_errors() {
   if grep -qE 'Non-2xx|Socket errors' "$data/wrk.out"; then echo "wrk saw errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
+}
+
+# The screens Baton answered so far, by how (baton_screens_total): "held N, rendered M".
+screens_answered() {
+  curl -sf "http://127.0.0.1:$port/metrics" |
+    awk '/^baton_screens_total/ {split($1, l, "\""); n[l[2]] = $2} END {printf "held %d, rendered %d", n["held"], n["rendered"]}'
 }
 
 # A wrk script $data/$1.lua for cpu-layers.sh and counts.sh: method $2, body $3 ('' for none),

@@ -9,7 +9,9 @@
 # each under the same wrk load as Baton's healthz (the same 15-byte body), then both again with
 # a body the size of the playlist screen (5 394 bytes; Baton's screen also reads the database,
 # so it is not in that pair). Per request: throughput, Baton's or the floor server's CPU (user +
-# system, /proc), wrk's CPU, thread switches.
+# system, /proc), wrk's CPU, thread switches, wrk's p50 and p99. Baton's healthz is the first
+# layer of cpu-layers.sh too; it is measured again here so that the three servers share one
+# run of the machine.
 #
 #   Benchmarks/e2e/http-floor.sh [--connections 32] [--seconds 6] [--floor PATH]
 #       [--baton PATH | --no-build] [--port 8096]
@@ -23,16 +25,21 @@ connections=32; seconds=6; port=8096; floor=""
 options="connections seconds port floor" # read by common.sh
 . "$here/common.sh"
 
-if [ -z "$floor" ]; then
-  (cd "$root/Benchmarks" && swift build -c release --product baton-http-floor >&2)
+# The floor server: --floor PATH as given (relative to where the script was started: common.sh
+# has changed to the repository's root since), else built in Benchmarks/ unless --no-build.
+if [ -n "$floor" ]; then
+  case "$floor" in /*) ;; *) floor="$OLDPWD/$floor";; esac
+else
   floor="$root/Benchmarks/.build/release/baton-http-floor"
+  if [ "$build" = 1 ]; then (cd "$root/Benchmarks" && swift build -c release --product baton-http-floor >&2); fi
 fi
-[ -x "$floor" ] || { echo "no baton-http-floor at $floor" >&2; exit 1; }
+[ -x "$floor" ] || { echo "no baton-http-floor at $floor (cd Benchmarks && swift build -c release --product baton-http-floor)" >&2; exit 1; }
 
+# serve_pid is the process measured_wrk measures: Baton's, or a floor server's for its rows.
 baton_pid=""
 floor_pid=""
 stop_floor() { if [ -n "$floor_pid" ]; then kill "$floor_pid" 2>/dev/null || true; wait "$floor_pid" 2>/dev/null || true; floor_pid=""; fi; }
-trap 'stop_floor; serve_pid=$baton_pid; cleanup' EXIT
+trap 'stop_floor; serve_pid=${baton_pid:-$serve_pid}; cleanup' EXIT
 
 # Starts the floor server $1 with a body of $2 bytes on port+1; waits until it answers.
 start_floor() {
@@ -50,7 +57,7 @@ row() {
   before=$(baton_switches)
   measured_wrk -t1 -c"$connections" -d"${seconds}s" -s "$data/get.lua" "$2"
   after=$(baton_switches)
-  if grep -qE 'Non-2xx|Socket errors' "$data/wrk.out"; then echo "wrk saw errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
+  fail_on_wrk_errors
   awk -v l="$1" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v w="$wrk_cpu" -v a="$before" -v b="$after" -v n="$wrk_requests" -v p50="$wrk_p50" -v p99="$wrk_p99" \
     'BEGIN {printf "| %s | %.0f | %d | %d | %.1f | %.2f | %.2f |\n", l, r, c, w, (b - a) / n, p50 / 1000, p99 / 1000}'
 }
@@ -74,4 +81,3 @@ for size in 15 5394; do
     row "Baton GET /healthz, 15-byte body" "http://127.0.0.1:$port"
   fi
 done
-serve_pid=$baton_pid
