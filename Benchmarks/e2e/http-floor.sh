@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The HTTP floor: what the HTTP stack alone costs per request on this machine, beside what
-# `GET /healthz` costs Baton, in one run. Two servers that answer every request with the same
+# `GET /healthz` costs Baton, in one run. Two servers that answer `GET /healthz` with the same
 # fixed body and do nothing else (Benchmarks/Benchmarks/HTTPFloor, `baton-http-floor`):
 #
 #   nio          NIO's HTTP/1 pipeline and one channel handler (no Swift concurrency, no router)
