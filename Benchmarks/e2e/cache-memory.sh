@@ -20,8 +20,6 @@ passes="100 1000 3000 3000 3000"; workers=4; budget=""; port=8087
 options="passes workers budget port" # read by common.sh
 . "$here/common.sh"
 
-rss_mib() { awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$serve_pid/status"; }
-
 # Asks for the playlist screen twice as each of users fill-$1 … fill-($1 + $2 - 1).
 fill() {
   python3 - "$here" "$1" "$2" "$workers" "http://127.0.0.1:$port" "$screen_playlist" "$BATON_JWT_HS256_SECRET" <<'PY'
@@ -50,11 +48,11 @@ for setting in budget off; do
   rm -rf "$data/postgres"
   start_baton 8
   LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
-  echo "| $label | start | 0 | $(rss_mib) | |"
+  echo "| $label | start | 0 | $(mib "$(rss_kib)") | |"
   users=0
   for count in $passes; do
     fill "$users" "$count"
     users=$((users + count))
-    echo "| $label | $count users, twice each | $users | $(rss_mib) | $(screens_answered) |"
+    echo "| $label | $count users, twice each | $users | $(mib "$(rss_kib)") | $(screens_answered) |"
   done
 done

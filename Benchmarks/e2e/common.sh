@@ -103,6 +103,10 @@ children_cpu() {
     printf "%.3f\n", total }')"
 }
 
+# Baton's resident set now, in KiB (VmRSS); mib turns KiB into MiB with one decimal.
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$serve_pid/status"; }
+mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
+
 # Thread switches of Baton so far (voluntary + involuntary, summed over its threads).
 baton_switches() { cat "/proc/$serve_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {t += $2} END {print t}'; }
 

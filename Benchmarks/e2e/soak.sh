@@ -21,9 +21,6 @@ options="seconds interval sample connections pool baseline max_growth port" # re
 . "$here/common.sh"
 if [ $((2 * baseline)) -gt "$seconds" ]; then baseline=$((seconds / 2)); fi
 
-rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$serve_pid/status"; }
-mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
-
 start_baton "$pool"
 LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
 prepare_screen

@@ -170,13 +170,18 @@ final class ScreenCache: Sendable {
         var body: [UInt8] = []
         body.reserveCapacity(entry.bytes.count + entry.holes.count * 400)
         var start = 0
-        var templates = entry.templates.templates(for: entry.holes, signer: signer)
-        if templates.count != entry.holes.count { templates = Array(repeating: nil, count: entry.holes.count) }
-        // Each audience's subject as text, made once per answer rather than once per hole.
-        var subjects: [FlowDefinition.Audience: String] = [:]
-        for (hole, template) in zip(entry.holes, templates) {
-            guard let subject = subjects[hole.audience] ?? identity.subject(for: hole.audience)?.description else { return nil }
-            subjects[hole.audience] = subject
+        let templates = entry.templates.templates(for: entry.holes, signer: signer)
+        // The subject as text, made again only where the audience changes from the hole before
+        // (a screen's holes are nearly always one audience's), not once per hole.
+        var audience: FlowDefinition.Audience?
+        var subject = ""
+        for (index, hole) in entry.holes.enumerated() {
+            // Made from these holes, so one per hole; a hole without one is signed from its claims.
+            let template = index < templates.count ? templates[index] : nil
+            if hole.audience != audience {
+                guard let text = identity.subject(for: hole.audience)?.description else { return nil }
+                (audience, subject) = (hole.audience, text)
+            }
             body.append(contentsOf: entry.bytes[start..<hole.offset])
             start = hole.offset
             // The template was made for the subject the screen was rendered for, which the key
