@@ -19,9 +19,15 @@ import Testing
 
     /// A token with this header and payload, signed with the secret.
     static func token(header: String = #"{"alg":"HS256","typ":"JWT"}"#, payload: String) -> String {
-        let input = base64(header) + "." + base64(payload)
+        token(header: Array(header.utf8), payload: Array(payload.utf8))
+    }
+
+    /// The same from bytes, which need not be UTF-8 (the corpora's are not all).
+    static func token(header: [UInt8], payload: [UInt8]) -> String {
+        let options: Base64.EncodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
+        let input = Base64.encodeToString(bytes: header, options: options) + "." + Base64.encodeToString(bytes: payload, options: options)
         let mac = HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: SymmetricKey(data: Array(secret.utf8)))
-        return input + "." + Base64.encodeToString(bytes: Array(mac), options: [.base64UrlAlphabet, .omitPaddingCharacter])
+        return input + "." + Base64.encodeToString(bytes: Array(mac), options: options)
     }
 
     /// jwt-kit's reading, as the authenticator's slow path does it; nil when jwt-kit refuses.
