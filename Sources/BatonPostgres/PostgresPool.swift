@@ -11,8 +11,9 @@ import Synchronization
 /// is idle — and runs its body with the connection's loop as the task executor: the body's
 /// statements are sent without blocking and the loop's thread waits for its connections'
 /// sockets at once, as pgbench does. On database threads a request costs one hop onto the
-/// loop and one back to its event loop; on the event loops, none when the connection is on
-/// the caller's. No thread is blocked in libpq, so a deadline can end a wait at once. Opening
+/// loop and one back to its event loop — with a single database thread, a request that has to
+/// wait for a connection waits on that thread, so a connection handed over costs no more; on
+/// the event loops, none when the connection is on the caller's. No thread is blocked in libpq, so a deadline can end a wait at once. Opening
 /// a connection (which blocks in libpq) happens off the loops.
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
@@ -134,6 +135,9 @@ public final class PostgresPool: Sendable {
     /// relay, at 2 and at 8 connections.
     static let loops: [any DatabaseLoop] = onEventLoops ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
 
+    /// The database thread when there is only one (`BATON_DB_LOOPS=1`, the default on two cores).
+    static let onlyDatabaseThread: (any DatabaseLoop)? = !onEventLoops && loops.count == 1 ? loops[0] : nil
+
     /// `BATON_DB_LOOPS=0`: connections on NIO's event loops.
     static let onEventLoops = ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0"
 
@@ -207,26 +211,43 @@ public final class PostgresPool: Sendable {
     ) async throws -> R {
         let limit = timeout ?? configuration.callTimeout
         let deadline = ContinuousClock.now + limit
-        var slot = try await acquire(deadline: deadline, home: home)
-        let result = await Result {
+        var slot: Slot?
+        func acquireAndRun() async throws -> R {
+            var leased = try await acquire(deadline: deadline, home: home)
             while true {
-                let leased = slot
+                slot = leased
                 do {
                     return try await withTaskExecutorPreference(leased.loop) { try await run(body, on: leased, deadline: deadline, limit: limit) }
                 } catch is SlotRests {
                     // Its connection could not be opened while others are open: wait for one of
                     // them, at the head of the queue (it has waited its turn already).
                     try Task.checkCancellation()
-                    slot = try await acquire(deadline: deadline, home: home, atHead: true)
+                    leased = try await acquire(deadline: deadline, home: home, atHead: true)
                 }
             }
+        }
+        let result: Result<R, any Error>
+        if home != nil, let thread = Self.onlyDatabaseThread {
+            // One database thread drives every connection: the caller waits for a connection
+            // there, so a waiter the thread hands one over to runs its body at once where it is,
+            // instead of waking its event loop only to hop back (docs/benchmarks.md, "Waiting for
+            // a connection on the database thread").
+            result = await withTaskExecutorPreference(thread) { await Result { try await acquireAndRun() } }
+        } else {
+            result = await Result { try await acquireAndRun() }
         }
         // Back to the caller's thread, unless the task is there already (a caller on an event
         // loop, through ``HomeExecutor``, or a body on the event loops that ran there): code after
         // the body must not hold up the connection's loop when that is not the caller's.
         if let home, home.inEventLoop { return try result.get() }
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-            if let home { home.execute { continuation.resume() } } else { slot.loop.execute { continuation.resume() } }
+            if let home {
+                home.execute { continuation.resume() }
+            } else if let slot {
+                slot.loop.execute { continuation.resume() }
+            } else {
+                continuation.resume()  // no connection leased: the task is where it started
+            }
         }
         return try result.get()
     }

@@ -19,9 +19,10 @@ struct PoolTests {
     }
 
     /// A caller asking `pool` for a connection: how long it waited, from its own start, and how
-    /// it ended.
-    static func waiter(on pool: PostgresPool, timeout: Duration?) -> Task<(Duration, PostgresError?), Never> {
-        Task {
+    /// it ended. `onEventLoop`: the caller runs on an event loop, as an HTTP request does (with
+    /// one database thread, it then waits for its connection on that thread).
+    static func waiter(on pool: PostgresPool, timeout: Duration?, onEventLoop: Bool = false) -> Task<(Duration, PostgresError?), Never> {
+        Task(executorPreference: onEventLoop ? LoopExecutor(MultiThreadedEventLoopGroup.singleton.next()) : nil) {
             let started = ContinuousClock.now
             do {
                 try await pool.withConnection(timeout: timeout) { _ in }
@@ -151,18 +152,20 @@ struct PoolTests {
         #expect(pool.statistics.inUse == 0)
     }
 
-    @Test("each waiter gives up at its own time: a later one with a shorter deadline first, not with the waiter queued before it")
-    func waitersExpireInDeadlineOrder() async throws {
+    @Test(
+        "each waiter gives up at its own time: a later one with a shorter deadline first, not with the waiter queued before it",
+        arguments: [false, true])
+    func waitersExpireInDeadlineOrder(onEventLoop: Bool) async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(2), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
         // The holder keeps the one connection until the gate closes.
         let (holder, open) = Self.holder(on: pool)
         for _ in 0..<500 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
         // Queued first, it gives up at the acquire timeout (2 s).
-        let patient = Self.waiter(on: pool, timeout: nil)
+        let patient = Self.waiter(on: pool, timeout: nil, onEventLoop: onEventLoop)
         for _ in 0..<500 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
         // Queued after it with a deadline of 300 ms: it must not wait for the first one's timer.
-        let hurried = Self.waiter(on: pool, timeout: .milliseconds(300))
+        let hurried = Self.waiter(on: pool, timeout: .milliseconds(300), onEventLoop: onEventLoop)
         let (hurriedWaited, hurriedError) = await hurried.value
         #expect(hurriedError?.code == .poolTimeout)
         #expect(hurriedError?.message.contains("within the call's deadline") == true)
@@ -292,14 +295,16 @@ struct PoolTests {
         #expect(error?.code == .poolClosed)
     }
 
-    @Test("a cancelled waiter leaves the queue and does not leak a connection")
-    func cancellation() async throws {
+    @Test("a cancelled waiter leaves the queue and does not leak a connection", arguments: [false, true])
+    func cancellation(onEventLoop: Bool) async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(30), callTimeout: Self.callTimeout))
         defer { Task { await pool.close() } }
         // Long enough that the waiter is still queued when checked, on a loaded machine too.
         let holder = Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(3)") } }
         for _ in 0..<1000 where pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
-        let waiter = Task { try await pool.query("SELECT 1") }
+        let waiter = Task(executorPreference: onEventLoop ? LoopExecutor(MultiThreadedEventLoopGroup.singleton.next()) : nil) {
+            try await pool.query("SELECT 1")
+        }
         for _ in 0..<200 where pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(pool.statistics.waiters == 1)
         waiter.cancel()
