@@ -11,10 +11,11 @@ import Synchronization
 /// is idle — and runs its body with the connection's loop as the task executor: the body's
 /// statements are sent without blocking and the loop's thread waits for its connections'
 /// sockets at once, as pgbench does. On database threads a request costs one hop onto the
-/// loop and one back to its event loop — with a single database thread, a request that has to
-/// wait for a connection waits on that thread, so a connection handed over costs no more; on
-/// the event loops, none when the connection is on the caller's. No thread is blocked in libpq, so a deadline can end a wait at once. Opening
-/// a connection (which blocks in libpq) happens off the loops.
+/// loop and one back to its event loop (with a single database thread, a request that has to
+/// wait for a connection waits on that thread, so a connection handed over costs no more); on
+/// the event loops, none when the connection is on the caller's. No thread is blocked in
+/// libpq, so a deadline can end a wait at once. Opening a connection (which blocks in libpq)
+/// happens off the loops.
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
