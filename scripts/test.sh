@@ -74,4 +74,7 @@ else
   # of their own (BATON_DB_LOOPS=0, docs/operations.md), its timing-bound tests alone again.
   BATON_DB_LOOPS=0 run --filter BatonPostgresTests --skip "$faults"
   BATON_DB_LOOPS=0 run --no-parallel --filter "BatonPostgresTests\.($faults)"
+  # The pool with one database thread, whatever the cores (the default on two): its callers on
+  # an event loop wait for a connection on that thread.
+  BATON_DB_LOOPS=1 run --no-parallel --filter PoolTests
 fi

@@ -12,7 +12,8 @@ import Synchronization
 /// statements are sent without blocking and the loop's thread waits for its connections'
 /// sockets at once, as pgbench does. On database threads a request costs one hop onto the
 /// loop and one back to its event loop (with a single database thread, a request that has to
-/// wait for a connection waits on that thread, so a connection handed over costs no more); on
+/// wait for a connection waits on that thread, so a connection handed over starts its body
+/// there with no extra hop); on
 /// the event loops, none when the connection is on the caller's. No thread is blocked in
 /// libpq, so a deadline can end a wait at once. Opening a connection (which blocks in libpq)
 /// happens off the loops.
@@ -353,9 +354,13 @@ public final class PostgresPool: Sendable {
         let byDeadline = deadline < acquireBy
         let due = byDeadline ? deadline : acquireBy
         // A slot freed since the first look, or the pool closed: no need to queue.
-        enum Placement { case slot(Slot), queued(armSweep: Bool), closed }
+        enum Placement { case slot(Slot), queued(armSweep: Bool), closed, cancelled }
         let placement = state.withLock { state -> Placement in
             if state.closed { return .closed }
+            // Cancelled before it could be queued, the cancellation handler found nothing to
+            // remove: it must not queue now. (Cancelled after this check, the handler waits for
+            // the lock and finds it queued.)
+            if Task.isCancelled { return .cancelled }
             if let slot = state.takeIdle() {
                 state.busy += 1
                 return .slot(slot)
@@ -369,6 +374,7 @@ public final class PostgresPool: Sendable {
         switch placement {
         case .slot(let slot): continuation.resume(returning: slot)
         case .closed: continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
+        case .cancelled: continuation.resume(throwing: CancellationError())
         case .queued(let armSweep): if armSweep { scheduleSweep(at: due) }
         }
     }
@@ -698,7 +704,8 @@ private final class CallState: @unchecked Sendable {
 /// that is the group's next loop — on two loops, half the time not the one that serves the
 /// request, which then hopped home once more to write its response. With this as the outer
 /// preference, the task leaves the database thread for its own loop at once, and a waiter for
-/// a connection that a database thread hands over wakes there too. (Entering and leaving this
+/// a connection that one of several database threads hands over wakes there too (with a
+/// single database thread a waiter waits on that thread instead: ``lease``). (Entering and leaving this
 /// preference on the loop itself costs a job queued there, no wake-up.)
 final class HomeExecutor: TaskExecutor {
     private let eventLoop: any EventLoop

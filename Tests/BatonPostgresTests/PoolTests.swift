@@ -22,14 +22,19 @@ struct PoolTests {
     /// it ended. `onEventLoop`: the caller runs on an event loop, as an HTTP request does (with
     /// one database thread, it then waits for its connection on that thread).
     static func waiter(on pool: PostgresPool, timeout: Duration?, onEventLoop: Bool = false) -> Task<(Duration, PostgresError?), Never> {
-        Task(executorPreference: onEventLoop ? LoopExecutor(MultiThreadedEventLoopGroup.singleton.next()) : nil) {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        return Task(executorPreference: onEventLoop ? LoopExecutor(loop) : nil) {
             let started = ContinuousClock.now
+            let error: PostgresError?
             do {
                 try await pool.withConnection(timeout: timeout) { _ in }
-                return (ContinuousClock.now - started, nil)
-            } catch {
-                return (ContinuousClock.now - started, error as? PostgresError)
+                error = nil
+            } catch let failure {
+                error = failure as? PostgresError
             }
+            // Served or refused, the caller goes on on its own loop, not on a database thread.
+            if onEventLoop { #expect(loop.inEventLoop) }
+            return (ContinuousClock.now - started, error)
         }
     }
 
@@ -309,6 +314,15 @@ struct PoolTests {
         #expect(pool.statistics.waiters == 1)
         waiter.cancel()
         await #expect(throws: CancellationError.self) { try await waiter.value }
+        #expect(pool.statistics.waiters == 0)
+        // Cancelled before it asks: refused, never queued (its cancellation handler ran before
+        // there was a waiter to remove, so a queued one would be served once the holder is done).
+        let early = Task(executorPreference: onEventLoop ? LoopExecutor(MultiThreadedEventLoopGroup.singleton.next()) : nil) {
+            while !Task.isCancelled { await Task.yield() }
+            return try await pool.query("SELECT 1")
+        }
+        early.cancel()
+        await #expect(throws: CancellationError.self) { try await early.value }
         #expect(pool.statistics.waiters == 0)
         _ = try await holder.value
         #expect(try await pool.query("SELECT 3")[0].decode(Int.self, at: 0) == 3)
