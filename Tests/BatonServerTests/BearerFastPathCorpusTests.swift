@@ -6,8 +6,8 @@ import Testing
 
 /// The HS256 fast path and the `kid` reading (Baton's own base64url and JSON parsers, kept
 /// for speed) against jwt-kit's and Foundation's readings, over hostile corpora: every
-/// JSONTestSuite document inside a token's claims and as its header, and every naughty string
-/// as a claim's value. Whatever the fast path accepts, jwt-kit must accept and read the same
+/// JSONTestSuite document inside a token's claims, as its subject, inside its header and as
+/// its kid, and every naughty string as a claim's value. Whatever the fast path accepts, jwt-kit must accept and read the same
 /// way; it may leave any token to jwt-kit.
 @Suite struct BearerFastPathCorpusTests {
     static let corpora = TestDatabase.repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/corpora")
@@ -64,11 +64,10 @@ import Testing
         #expect(read.filter { $0.hasPrefix("n_") }.isEmpty, "\(read.filter { $0.hasPrefix("n_") })")
     }
 
-    @Test("each JSONTestSuite document as the whole claims, and as the subject's value")
-    func documentsAsClaimsAndSubject() async throws {
+    @Test("each JSONTestSuite document as the subject's value")
+    func documentsAsTheSubject() async throws {
         var subjects = 0
         for (name, bytes) in try Self.documents() {
-            _ = await Self.agrees(Self.token(payload: bytes), name + " as the claims")
             let payload = Array(#"{"exp":2000000000,"sub":"#.utf8) + Self.value(bytes) + Array("}".utf8)
             if await Self.agrees(Self.token(payload: payload), name + " as the subject") { subjects += 1 }
         }
@@ -76,15 +75,16 @@ import Testing
         #expect(subjects > 15, "the fast path read \(subjects) subjects")
     }
 
-    @Test("each JSONTestSuite document as the header and as the kid's value: the fast path reads only an HS256 header jwt-kit reads, and the kid as Foundation does")
+    @Test("each JSONTestSuite document as a member of the header and as the kid's value: the fast path reads only an HS256 header jwt-kit reads, and the kid as Foundation does")
     func documentsInTheHeader() async throws {
         let claims = Array(#"{"sub":"henk","exp":2000000000}"#.utf8)
-        var kids = 0
+        var (read, kids) = ([String](), 0)
         for (name, bytes) in try Self.documents() {
-            _ = await Self.agrees(Self.token(header: bytes, payload: claims), name + " as the header")
+            let member = Array(#"{"alg":"HS256","x":"#.utf8) + bytes + Array("}".utf8)
+            if await Self.agrees(Self.token(header: member, payload: claims), name + " in the header") { read.append(name) }
+            // A header with a kid is always left to jwt-kit; what is checked here is the kid.
             let header = Array(#"{"alg":"HS256","kid":"#.utf8) + Self.value(bytes) + Array("}".utf8)
             let token = Self.token(header: header, payload: claims)
-            _ = await Self.agrees(token, name + " as the kid")
             // Where Foundation reads a kid, Baton's reading agrees with it. (Where Foundation
             // refuses the header, jwt-kit refuses the token whatever kid Baton reads.)
             if let kid = BearerAuthenticator.keyIDThroughFoundation(ofToken: token) {
@@ -92,6 +92,8 @@ import Testing
                 #expect(BearerAuthenticator.keyID(ofToken: token) == kid, "\(name)")
             }
         }
+        #expect(read.filter { $0.hasPrefix("y_") }.count > 60, "\(read)")
+        #expect(read.filter { $0.hasPrefix("n_") }.isEmpty, "\(read.filter { $0.hasPrefix("n_") })")
         #expect(kids > 40, "Foundation read \(kids) kids")
     }
 
