@@ -7,8 +7,8 @@ import Testing
 /// The HS256 fast path and the `kid` reading (Baton's own base64url and JSON parsers, kept
 /// for speed) against jwt-kit's and Foundation's readings, over hostile corpora: every
 /// JSONTestSuite document inside a token's claims, as its subject, inside its header and as
-/// its kid, and every naughty string as a claim's value. Whatever the fast path accepts, jwt-kit must accept and read the same
-/// way; it may leave any token to jwt-kit.
+/// its kid, and every naughty string as a claim's value. Whatever the fast path accepts,
+/// jwt-kit must accept and read the same way; it may leave any token to jwt-kit.
 @Suite struct BearerFastPathCorpusTests {
     static let corpora = TestDatabase.repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/corpora")
     static let suite = corpora.appendingPathComponent("json/JSONTestSuite/test_parsing")
