@@ -161,14 +161,17 @@ advance_commands() {
 # Runs wrk with the arguments given (its script's done() prints "latency_us p50 N p99 N"), between
 # two CPU readings. Output in $data/wrk.out and $data/wrk.err; sets wrk_requests, wrk_rps,
 # wrk_p50 and wrk_p99 (µs), wrk_baton_cpu, wrk_pg_cpu and wrk_cpu (µs of CPU per request of
-# Baton, PostgreSQL and wrk itself).
+# Baton, PostgreSQL and wrk itself), and wrk_switches (thread switches per request of Baton).
+# "Baton" is the process in $serve_pid.
 measured_wrk() {
-  local baton0 pg0 baton1 pg1 wrk0 wrk1
+  local baton0 pg0 baton1 pg1 wrk0 wrk1 switches0 switches1
+  switches0=$(baton_switches)
   baton0=$(process_cpu "$serve_pid"); pg0=$(postgres_cpu)
   children_cpu wrk0
   wrk "$@" >"$data/wrk.out" 2>"$data/wrk.err" || { echo "wrk failed:" >&2; cat "$data/wrk.err" >&2; exit 1; }
   children_cpu wrk1
   baton1=$(process_cpu "$serve_pid"); pg1=$(postgres_cpu)
+  switches1=$(baton_switches)
   wrk_requests=$(awk '/requests in/ {print $1}' "$data/wrk.out")
   wrk_rps=$(awk '/^Requests\/sec/ {print $2}' "$data/wrk.out")
   wrk_p50=$(awk '/^latency_us/ {print $3}' "$data/wrk.out")
@@ -178,6 +181,7 @@ measured_wrk() {
   wrk_baton_cpu=$(awk -v a="$baton0" -v b="$baton1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
   wrk_pg_cpu=$(awk -v a="$pg0" -v b="$pg1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
   wrk_cpu=$(awk -v a="$wrk0" -v b="$wrk1" -v n="$wrk_requests" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+  wrk_switches=$(awk -v a="$switches0" -v b="$switches1" -v n="$wrk_requests" 'BEGIN {printf "%.2f", (b - a) / n}')
 }
 
 # Runs pgbench with the arguments given plus --log, between two CPU readings. Sets pg_tps,

@@ -58,16 +58,16 @@ for layer in healthz refused replayed probe command; do
     if [ "$run" = warm-up ]; then
       wrk -t1 -c"$connections" -d2s "${load[@]}" >"$data/wrk.out" 2>"$data/wrk.err"
     else
-      before=$(baton_switches); loops_before=$(baton_loop_cpu)
+      loops_before=$(baton_loop_cpu)
       measured_wrk -t1 -c"$connections" -d"${seconds}s" "${load[@]}"
-      after=$(baton_switches); loops_after=$(baton_loop_cpu)
+      loops_after=$(baton_loop_cpu)
     fi
     if [ "$layer" = command ]; then advance_commands "$count" "$connections"; fi
   done
-  awk -v l="$layer" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v p="$wrk_pg_cpu" -v a="$before" -v b="$after" -v n="$wrk_requests" \
+  awk -v l="$layer" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v p="$wrk_pg_cpu" -v s="$wrk_switches" -v n="$wrk_requests" \
     -v lb="$loops_before" -v la="$loops_after" \
     'BEGIN {split(lb, x, " "); split(la, y, " ")
-      printf "| %s | %.0f | %d | %d | %d | %.1f | %d |\n", l, r, c, (y[1] - x[1]) * 1e6 / n, (y[2] - x[2]) * 1e6 / n, (b - a) / n, p}'
+      printf "| %s | %.0f | %d | %d | %d | %.1f | %d |\n", l, r, c, (y[1] - x[1]) * 1e6 / n, (y[2] - x[2]) * 1e6 / n, s, p}'
 done
 
 hash=$("$pgbin/psql" -Atc "SELECT hash FROM flow_definitions WHERE flow = 'favourite-add' ORDER BY created_at DESC LIMIT 1")

@@ -53,13 +53,10 @@ start_floor() {
 # wrk on URL $2 as row $1: a warm-up, then a measured run with the process in $serve_pid.
 row() {
   wrk -t1 -c"$connections" -d2s -s "$data/get.lua" "$2" >/dev/null 2>&1
-  local before after
-  before=$(baton_switches)
   measured_wrk -t1 -c"$connections" -d"${seconds}s" -s "$data/get.lua" "$2"
-  after=$(baton_switches)
   fail_on_wrk_errors
-  awk -v l="$1" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v w="$wrk_cpu" -v a="$before" -v b="$after" -v n="$wrk_requests" -v p50="$wrk_p50" -v p99="$wrk_p99" \
-    'BEGIN {printf "| %s | %.0f | %d | %d | %.1f | %.2f | %.2f |\n", l, r, c, w, (b - a) / n, p50 / 1000, p99 / 1000}'
+  awk -v l="$1" -v r="$wrk_rps" -v c="$wrk_baton_cpu" -v w="$wrk_cpu" -v s="$wrk_switches" -v p50="$wrk_p50" -v p99="$wrk_p99" \
+    'BEGIN {printf "| %s | %.0f | %d | %d | %.1f | %.2f | %.2f |\n", l, r, c, w, s, p50 / 1000, p99 / 1000}'
 }
 
 start_baton 2

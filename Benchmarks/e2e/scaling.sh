@@ -35,10 +35,8 @@ echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for c in $http_connections; do
   : >"$data/wrk"
   for _ in $(seq 1 "$rounds"); do
-    before=$(baton_switches)
     screen_wrk "${seconds}s" "$c"
-    after=$(baton_switches)
-    echo "$wrk_rps $wrk_p50 $wrk_p99 $wrk_baton_cpu $wrk_pg_cpu $(awk -v a="$before" -v b="$after" -v n="$wrk_requests" 'BEGIN {printf "%.2f", (b - a) / n}')" >>"$data/wrk"
+    echo "$wrk_rps $wrk_p50 $wrk_p99 $wrk_baton_cpu $wrk_pg_cpu $wrk_switches" >>"$data/wrk"
   done
   awk -v c="$c" -v pool="$pool" -v rps="$(column_median "$data/wrk" 1)" \
     -v p50="$(column_median "$data/wrk" 2)" -v p99="$(column_median "$data/wrk" 3)" \

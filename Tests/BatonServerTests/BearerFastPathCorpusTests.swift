@@ -10,7 +10,7 @@ import Testing
 /// its kid, and every naughty string as a claim's value. Whatever the fast path accepts,
 /// jwt-kit must accept and read the same way; it may leave any token to jwt-kit.
 @Suite struct BearerFastPathCorpusTests {
-    static let corpora = TestDatabase.repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/corpora")
+    static let corpora = TestDatabase.corpora
     static let suite = corpora.appendingPathComponent("json/JSONTestSuite/test_parsing")
 
     /// Every JSONTestSuite document, by name: y_ (must parse), n_ (must not), i_ (either).

@@ -15,7 +15,7 @@ import Testing
 /// and passes every other part as that codec does.
 @Suite("Request targets")
 struct OriginFormCodecTests {
-    static let corpora = TestDatabase.repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/corpora")
+    static let corpora = TestDatabase.corpora
 
     /// Targets as odd as a client or an attacker sends them: hand-picked, the open-redirect
     /// payloads (each also behind a `/`), and the naughty strings behind a `/`.

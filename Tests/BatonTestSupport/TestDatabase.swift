@@ -16,6 +16,10 @@ public enum TestDatabase {
         fatalError("Package.swift not found above \(#filePath)")
     }()
 
+    /// The shared test corpora (JSONTestSuite, the naughty strings, …), read from
+    /// `../shared/corpora` beside the checkout.
+    public static var corpora: URL { repositoryRoot.deletingLastPathComponent().appendingPathComponent("shared/corpora") }
+
     /// The repository's `Migrations/` directory.
     public static var migrationsDirectory: URL { repositoryRoot.appendingPathComponent("Migrations") }
 
