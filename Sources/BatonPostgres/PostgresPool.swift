@@ -214,11 +214,18 @@ public final class PostgresPool: Sendable {
         let limit = timeout ?? configuration.callTimeout
         let deadline = ContinuousClock.now + limit
         var slot: Slot?
+        // One database thread drives every connection: a caller on an event loop waits for a
+        // connection there, so a waiter the thread hands one over to runs its body at once where
+        // it is, instead of waking its event loop only to hop back (docs/benchmarks.md, "Waiting
+        // for a connection on the database thread").
+        let onlyThread = home != nil ? Self.onlyDatabaseThread : nil
         func acquireAndRun() async throws -> R {
             var leased = try await acquire(deadline: deadline, home: home)
             while true {
                 slot = leased
                 do {
+                    // Preferring the only thread already, the task is on the slot's loop.
+                    if onlyThread != nil { return try await run(body, on: leased, deadline: deadline, limit: limit) }
                     return try await withTaskExecutorPreference(leased.loop) { try await run(body, on: leased, deadline: deadline, limit: limit) }
                 } catch is SlotRests {
                     // Its connection could not be opened while others are open: wait for one of
@@ -229,12 +236,8 @@ public final class PostgresPool: Sendable {
             }
         }
         let result: Result<R, any Error>
-        if home != nil, let thread = Self.onlyDatabaseThread {
-            // One database thread drives every connection: the caller waits for a connection
-            // there, so a waiter the thread hands one over to runs its body at once where it is,
-            // instead of waking its event loop only to hop back (docs/benchmarks.md, "Waiting for
-            // a connection on the database thread").
-            result = await withTaskExecutorPreference(thread) { await Result { try await acquireAndRun() } }
+        if let onlyThread {
+            result = await withTaskExecutorPreference(onlyThread) { await Result { try await acquireAndRun() } }
         } else {
             result = await Result { try await acquireAndRun() }
         }
