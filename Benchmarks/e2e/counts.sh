@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # What a request makes Baton do, counted rather than timed: per request, the `malloc` calls,
 # `swift_retain` and `swift_allocObject` calls (perf uprobes on libc and libswiftCore), the
-# system calls and the thread switches of `baton serve`, for requests that stop at successive
-# depths (as cpu-layers.sh) and for the benchmarked command and screen:
+# executor switches Swift concurrency checks (`swift_task_switch`) and the lookups of the task's
+# executor preference that take its status lock (`getPreferredTaskExecutor` inside an executor
+# preference, such as a lease on a database thread: one per switch there), the system calls
+# and the thread switches of `baton serve`, for requests that stop at successive depths (as
+# cpu-layers.sh) and for the benchmarked command and screen:
 #
 #   healthz    the HTTP stack alone
 #   refused    + bearer token, JSON body, payload signature (a tampered payload: 400)
@@ -19,7 +22,10 @@
 #                            [--baton PATH | --no-build]
 #
 # Needs perf with uprobes (Debian: linux-perf; as root): the probes are added on the first run
-# and left in place (`perf probe -d 'probe_libc:*' -d 'probe_libswiftCore:*'` removes them).
+# and left in place (`perf probe -d 'probe_libc:*' -d 'probe_libswiftCore:*' -d
+# 'probe_libswift_Concurrency:*'` removes them). The locked lookup is a C++ function of the
+# runtime's (the status lock's callback in `getPreferredTaskExecutor`), found by its symbol in
+# libswift_Concurrency.so's symbol table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -32,7 +38,8 @@ command -v perf >/dev/null || { echo "perf is not installed (Debian: apt-get ins
 # The uprobes, on the libraries this binary loads.
 libc=$(ldd "$baton" | awk '$1 ~ /^libc\.so/ {print $3}')  # not libswiftGlibc.so
 swiftcore=$(ldd "$baton" | awk '$1 ~ /^libswiftCore\.so/ {print $3}')
-[ -n "$libc" ] && [ -n "$swiftcore" ] || { echo "ldd $baton names no libc or libswiftCore" >&2; exit 1; }
+concurrency=$(ldd "$baton" | awk '$1 ~ /^libswift_Concurrency\.so/ {print $3}')
+[ -n "$libc" ] && [ -n "$swiftcore" ] && [ -n "$concurrency" ] || { echo "ldd $baton names no libc, libswiftCore or libswift_Concurrency" >&2; exit 1; }
 add_probe() { # $1 event name, $2 library, $3 function
   grep -q "$1 " <<<"$(perf probe -l 2>/dev/null)" || perf probe -q -x "$2" "$3" >/dev/null 2>&1 \
     || { echo "perf probe -x $2 $3 failed (root? uprobes?)" >&2; exit 1; }
@@ -40,7 +47,11 @@ add_probe() { # $1 event name, $2 library, $3 function
 add_probe probe_libc:malloc "$libc" malloc
 add_probe probe_libswiftCore:swift_retain "$swiftcore" swift_retain
 add_probe probe_libswiftCore:swift_allocObject "$swiftcore" swift_allocObject
-events=probe_libc:malloc,probe_libswiftCore:swift_retain,probe_libswiftCore:swift_allocObject,raw_syscalls:sys_enter,context-switches
+add_probe probe_libswift_Concurrency:swift_task_switch "$concurrency" swift_task_switch
+lookup=$(nm "$concurrency" 2>/dev/null | awk '$3 ~ /withStatusRecordLock.*getPreferredTaskExecutor/ && !found++ {print "0x" $1}')
+[ -n "$lookup" ] || { echo "no getPreferredTaskExecutor's status lock in $concurrency's symbol table" >&2; exit 1; }
+add_probe probe_libswift_Concurrency:locked_preference "$concurrency" "locked_preference=$lookup"
+events=probe_libc:malloc,probe_libswiftCore:swift_retain,probe_libswiftCore:swift_allocObject,probe_libswift_Concurrency:swift_task_switch,probe_libswift_Concurrency:locked_preference,raw_syscalls:sys_enter,context-switches
 
 start_baton "$pool"
 LOG_LEVEL=warning "$baton" seed demo --data-dir "$data" >&2
@@ -55,8 +66,8 @@ layer_script healthz GET "" /healthz
 layer_script refused POST "{\"payload\":\"x${payload:1}\"}" /v3/command
 layer_script probe POST "" /diagnostics/probe/%d
 
-echo "| request | requests counted | malloc/request | swift_retain/request | swift_allocObject/request | system calls/request | thread switches/request |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| request | requests counted | malloc/request | swift_retain/request | swift_allocObject/request | swift_task_switch/request | locked preference lookups/request | system calls/request | thread switches/request |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for layer in $layers; do
   case "$layer" in
     command) load=(-s "$here/command.lua" "http://127.0.0.1:$port" -- "$data/commands.txt" 2);;
@@ -75,11 +86,12 @@ for layer in $layers; do
     echo "$layer: answers other than 2xx:" >&2; cat "$data/wrk.$layer" >&2; exit 1
   fi
   awk -F, -v layer="$layer" -v n="$requests" '
-    /probe_libc:malloc|swift_retain|swift_allocObject|sys_enter|context-switches/ && $1 !~ /^[0-9]+$/ {
+    /probe_libc:malloc|swift_retain|swift_allocObject|swift_task_switch|locked_preference|sys_enter|context-switches/ && $1 !~ /^[0-9]+$/ {
       print "perf did not count " $3 ": " $1 > "/dev/stderr"; bad = 1 }
     /probe_libc:malloc/ {m = $1} /swift_retain/ {r = $1} /swift_allocObject/ {a = $1}
+    /swift_task_switch/ {w = $1} /locked_preference/ {p = $1}
     /sys_enter/ {s = $1} /context-switches/ {c = $1}
     END {
       if (bad) exit 1
-      printf "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.2f |\n", layer, n, m / n, r / n, a / n, s / n, c / n}' "$data/stat.$layer"
+      printf "| %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", layer, n, m / n, r / n, a / n, w / n, p / n, s / n, c / n}' "$data/stat.$layer"
 done
