@@ -3,7 +3,7 @@
 # `swift_retain` and `swift_allocObject` calls (perf uprobes on libc and libswiftCore), the
 # executor switches Swift concurrency checks (`swift_task_switch`) and the lookups of the task's
 # executor preference that take its status lock (`getPreferredTaskExecutor` inside an executor
-# preference, such as a lease on a database thread: one per switch there), the system calls
+# preference, such as a lease on a database thread: about one per switch there), the system calls
 # and the thread switches of `baton serve`, for requests that stop at successive depths (as
 # cpu-layers.sh) and for the benchmarked command and screen:
 #
@@ -48,9 +48,13 @@ add_probe probe_libc:malloc "$libc" malloc
 add_probe probe_libswiftCore:swift_retain "$swiftcore" swift_retain
 add_probe probe_libswiftCore:swift_allocObject "$swiftcore" swift_allocObject
 add_probe probe_libswift_Concurrency:swift_task_switch "$concurrency" swift_task_switch
-lookup=$(nm "$concurrency" 2>/dev/null | awk '$3 ~ /withStatusRecordLock.*getPreferredTaskExecutor/ && !found++ {print "0x" $1}')
-[ -n "$lookup" ] || { echo "no getPreferredTaskExecutor's status lock in $concurrency's symbol table" >&2; exit 1; }
-add_probe probe_libswift_Concurrency:locked_preference "$concurrency" "locked_preference=$lookup"
+# By address: placed again on every run, so a probe left from another toolchain's library is
+# not reused at an address that means something else now.
+command -v nm >/dev/null || { echo "nm is not installed (Debian: binutils)" >&2; exit 1; }
+lookups=$(nm "$concurrency" | awk '$3 ~ /withStatusRecordLock.*getPreferredTaskExecutor/ {print "0x" $1}')
+[ "$(wc -w <<<"$lookups")" -eq 1 ] || { echo "expected one getPreferredTaskExecutor status-lock callback in $concurrency, found: ${lookups:-none}" >&2; exit 1; }
+perf probe -q -d probe_libswift_Concurrency:locked_preference >/dev/null 2>&1 || true
+add_probe probe_libswift_Concurrency:locked_preference "$concurrency" "locked_preference=$lookups"
 events=probe_libc:malloc,probe_libswiftCore:swift_retain,probe_libswiftCore:swift_allocObject,probe_libswift_Concurrency:swift_task_switch,probe_libswift_Concurrency:locked_preference,raw_syscalls:sys_enter,context-switches
 
 start_baton "$pool"

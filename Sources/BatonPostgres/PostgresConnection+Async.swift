@@ -351,7 +351,8 @@ extension Result where Failure == any Error {
     /// The outcome of an `async` body, so cleanup that must await can run after it either way.
     /// Inlined: as a frame of its own it cost an executor switch when the body returned after
     /// suspending, and under an executor preference (a lease on a database thread) each such
-    /// switch takes the task's status lock (docs/benchmarks.md, "Executor switches in a lease").
+    /// switch takes the task's status lock (docs/benchmarks.md, "Executor switches in a lease, and
+    /// Baton's middlewares").
     @inline(__always)
     public init(catching body: () async throws -> Success) async {
         do { self = .success(try await body()) } catch { self = .failure(error) }

@@ -224,7 +224,8 @@ public final class PostgresPool: Sendable {
             while true {
                 slot = leased
                 do {
-                    // Preferring the only thread already, the task is on the slot's loop.
+                    // The task prefers the only thread already, which drives every slot: `run`
+                    // finds it there, or hops there if it is not yet.
                     if onlyThread != nil { return try await run(body, on: leased, deadline: deadline, limit: limit) }
                     return try await withTaskExecutorPreference(leased.loop) { try await run(body, on: leased, deadline: deadline, limit: limit) }
                 } catch is SlotRests {
