@@ -13,10 +13,9 @@ import Synchronization
 /// sockets at once, as pgbench does. On database threads a request costs one hop onto the
 /// loop and one back to its event loop (with a single database thread, a request that has to
 /// wait for a connection waits on that thread, so a connection handed over starts its body
-/// there with no extra hop); on
-/// the event loops, none when the connection is on the caller's. No thread is blocked in
-/// libpq, so a deadline can end a wait at once. Opening a connection (which blocks in libpq)
-/// happens off the loops.
+/// there with no extra hop); on the event loops, none when the connection is on the caller's.
+/// No thread is blocked in libpq, so a deadline can end a wait at once. Opening a connection
+/// (which blocks in libpq) happens off the loops.
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
@@ -709,8 +708,8 @@ private final class CallState: @unchecked Sendable {
 /// request, which then hopped home once more to write its response. With this as the outer
 /// preference, the task leaves the database thread for its own loop at once, and a waiter for
 /// a connection that one of several database threads hands over wakes there too (with a
-/// single database thread a waiter waits on that thread instead: ``lease``). (Entering and leaving this
-/// preference on the loop itself costs a job queued there, no wake-up.)
+/// single database thread a waiter waits on that thread instead: ``lease``). (Entering and
+/// leaving this preference on the loop itself costs a job queued there, no wake-up.)
 final class HomeExecutor: TaskExecutor {
     private let eventLoop: any EventLoop
 
