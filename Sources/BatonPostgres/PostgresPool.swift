@@ -116,6 +116,8 @@ public final class PostgresPool: Sendable {
         var silentSince: ContinuousClock.Instant?
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
+        /// The slot whose thread the last caller that found no idle slot waits on (`waitingThread`).
+        var nextWaitingThread = 0
 
         /// An idle slot: the most recently used one on the calling thread's loop if there is one
         /// (the body then runs where its caller is, with no hop), else the most recently used.
@@ -135,9 +137,6 @@ public final class PostgresPool: Sendable {
     /// measured again"): one database thread costs less CPU per command than the event loops'
     /// relay, at 2 and at 8 connections.
     static let loops: [any DatabaseLoop] = onEventLoops ? EventLoopDatabaseLoop.shared : PostgresEventLoop.shared
-
-    /// The database thread when there is only one (`BATON_DB_LOOPS=1`, the default on two cores).
-    static let onlyDatabaseThread: (any DatabaseLoop)? = !onEventLoops && loops.count == 1 ? loops[0] : nil
 
     /// `BATON_DB_LOOPS=0`: connections on NIO's event loops.
     static let onEventLoops = ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0"
@@ -201,7 +200,7 @@ public final class PostgresPool: Sendable {
         let home = MultiThreadedEventLoopGroup.currentEventLoop
         if let home, !Self.onEventLoops {
             // Leaving a database thread's preference goes straight back to the caller's loop
-            // (``HomeExecutor``), and so does a wait for a connection that thread ends.
+            // (``HomeExecutor``).
             return try await withTaskExecutorPreference(HomeExecutor.current(home)) { try await lease(timeout: timeout, home: home, body) }
         }
         return try await lease(timeout: timeout, home: home, body)
@@ -213,31 +212,31 @@ public final class PostgresPool: Sendable {
         let limit = timeout ?? configuration.callTimeout
         let deadline = ContinuousClock.now + limit
         var slot: Slot?
-        // One database thread drives every connection: a caller on an event loop waits for a
-        // connection there, so a waiter the thread hands one over to runs its body at once where
-        // it is, instead of waking its event loop only to hop back (docs/benchmarks.md, "Waiting
-        // for a connection on the database thread").
-        let onlyThread = home != nil ? Self.onlyDatabaseThread : nil
+        // A caller on an event loop waits for a connection on a database thread, so that a
+        // waiter the thread hands one over to runs its body at once where it is, instead of
+        // waking its event loop only to hop back (docs/benchmarks.md, "Waiting for a connection
+        // on the database thread"). Nil for callers on no event loop, and on the event loops.
+        let waitsOn = home != nil ? waitingThread() : nil
         func acquireAndRun() async throws -> R {
-            var leased = try await acquire(deadline: deadline, home: home)
+            var leased = try await acquire(deadline: deadline, home: home, waitsOn: waitsOn)
             while true {
                 slot = leased
                 do {
-                    // The task prefers the only thread already, which drives every slot: `run`
-                    // finds it there, or hops there if it is not yet.
-                    if onlyThread != nil { return try await run(body, on: leased, deadline: deadline, limit: limit) }
+                    // The task prefers the thread it waited on: `run` finds it there, or hops there
+                    // if it is not yet. Another thread's slot needs that thread's preference.
+                    if leased.loop === waitsOn { return try await run(body, on: leased, deadline: deadline, limit: limit) }
                     return try await withTaskExecutorPreference(leased.loop) { try await run(body, on: leased, deadline: deadline, limit: limit) }
                 } catch is SlotRests {
                     // Its connection could not be opened while others are open: wait for one of
                     // them, at the head of the queue (it has waited its turn already).
                     try Task.checkCancellation()
-                    leased = try await acquire(deadline: deadline, home: home, atHead: true)
+                    leased = try await acquire(deadline: deadline, home: home, waitsOn: waitsOn, atHead: true)
                 }
             }
         }
         let result: Result<R, any Error>
-        if let onlyThread {
-            result = await withTaskExecutorPreference(onlyThread) { await Result { try await acquireAndRun() } }
+        if let waitsOn {
+            result = await withTaskExecutorPreference(waitsOn) { await Result { try await acquireAndRun() } }
         } else {
             result = await Result { try await acquireAndRun() }
         }
@@ -314,8 +313,29 @@ public final class PostgresPool: Sendable {
 
     // MARK: - Leases
 
+    /// The database thread a caller on an event loop waits on for its connection (nil on the
+    /// event loops, `BATON_DB_LOOPS=0`): the thread of the idle slot it would take now, if one is
+    /// idle, so that getting there is the one hop the body needs anyway; else the threads of the
+    /// slots in turn (slot `i` is driven by thread `i % threads`), so that waiters wait on each
+    /// thread in proportion to the connections it drives, and a thread that frees a connection
+    /// finds one of the queue's first waiters waiting on it (`release`).
+    private func waitingThread() -> (any DatabaseLoop)? {
+        let loops = Self.loops
+        if Self.onEventLoops { return nil }
+        if loops.count == 1 { return loops[0] }
+        return state.withLock { state in
+            // What `takeIdle` takes for a caller on no slot's loop.
+            if let slot = state.idle.last { return slot.loop }
+            state.nextWaitingThread = (state.nextWaitingThread + 1) % configuration.maxConnections
+            return loops[state.nextWaitingThread % loops.count]
+        }
+    }
+
     /// - Parameter atHead: queue at the head, not the tail, if no place is free.
-    private func acquire(deadline: ContinuousClock.Instant, home: (any EventLoop)?, atHead: Bool = false) async throws -> Slot {
+    /// - Parameter waitsOn: the database thread the caller waits on, if it waits on one (`lease`).
+    private func acquire(
+        deadline: ContinuousClock.Instant, home: (any EventLoop)?, waitsOn: (any DatabaseLoop)?, atHead: Bool = false
+    ) async throws -> Slot {
         let started = ContinuousClock.now
         enum First { case slot(Slot), wait(Int) }
         let first = try state.withLock { state -> First in
@@ -337,7 +357,7 @@ public final class PostgresPool: Sendable {
         case .wait(let id):
             let slot = try await withTaskCancellationHandler {
                 try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Slot, any Error>) in
-                    wait(id: id, continuation: continuation, deadline: deadline, home: home, atHead: atHead)
+                    wait(id: id, continuation: continuation, deadline: deadline, home: home, waitsOn: waitsOn, atHead: atHead)
                 }
             } onCancel: {
                 if let waiter = removeWaiter(id) {
@@ -350,7 +370,8 @@ public final class PostgresPool: Sendable {
     }
 
     private func wait(
-        id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant, home: (any EventLoop)?, atHead: Bool
+        id: Int, continuation: UnsafeContinuation<Slot, any Error>, deadline: ContinuousClock.Instant, home: (any EventLoop)?,
+        waitsOn: (any DatabaseLoop)?, atHead: Bool
     ) {
         // The acquire timeout or the call's deadline, whichever is first.
         let acquireBy = ContinuousClock.now + configuration.acquireTimeout
@@ -368,7 +389,7 @@ public final class PostgresPool: Sendable {
                 state.busy += 1
                 return .slot(slot)
             }
-            let waiter = Waiter(id: id, continuation: continuation, due: due, byDeadline: byDeadline, home: home)
+            let waiter = Waiter(id: id, continuation: continuation, due: due, byDeadline: byDeadline, home: home, waitsOn: waitsOn)
             if atHead { state.waiters.prepend(waiter) } else { state.waiters.append(waiter) }
             guard state.sweepDue.map({ due < $0 }) ?? true else { return .queued(armSweep: false) }
             state.sweepDue = due
@@ -439,9 +460,13 @@ public final class PostgresPool: Sendable {
     private func release(_ slot: Slot) {
         let waiter = state.withLock { state -> Waiter? in
             if !state.waiters.isEmpty {
-                // A waiter near the head on the slot's own loop (release runs there) goes first: its
-                // body then runs where it already is, with no hop to the slot's loop and back.
-                let index = state.waiters.prefix(4).firstIndex { $0.home?.inEventLoop == true } ?? state.waiters.startIndex
+                // A waiter near the head that waits on the slot's own loop (a database thread, or
+                // on the event loops the caller's: release runs there) goes first: its body then
+                // runs where it already is, with no hop to the slot's loop and back.
+                let index =
+                    state.waiters.prefix(4).firstIndex { waiter in
+                        waiter.waitsOn.map { $0 === slot.loop } ?? (waiter.home?.inEventLoop == true)
+                    } ?? state.waiters.startIndex
                 return state.waiters.remove(at: index)
             }
             state.busy -= 1
@@ -688,8 +713,10 @@ private struct Waiter {
     /// When it stops waiting: the acquire timeout, or the call's deadline if that is sooner.
     var due: ContinuousClock.Instant
     var byDeadline: Bool
-    /// The event loop the caller waits on, if any.
+    /// The caller's event loop, if any.
     var home: (any EventLoop)?
+    /// The database thread the caller waits on, if it waits on one (`lease`); it resumes there.
+    var waitsOn: (any DatabaseLoop)?
 }
 
 /// What the deadline's timer and the running call share; touched only on the slot's loop.
@@ -706,10 +733,9 @@ private final class CallState: @unchecked Sendable {
 /// runs on the event loops (`EventLoopGlobalExecutor`): from a thread that is no event loop's,
 /// that is the group's next loop — on two loops, half the time not the one that serves the
 /// request, which then hopped home once more to write its response. With this as the outer
-/// preference, the task leaves the database thread for its own loop at once, and a waiter for
-/// a connection that one of several database threads hands over wakes there too (with a
-/// single database thread a waiter waits on that thread instead: ``lease``). (Entering and
-/// leaving this preference on the loop itself costs a job queued there, no wake-up.)
+/// preference, the task leaves the database thread for its own loop at once (a caller waits for
+/// its connection on a database thread: ``lease``). (Entering and leaving this preference on
+/// the loop itself costs a job queued there, no wake-up.)
 final class HomeExecutor: TaskExecutor {
     private let eventLoop: any EventLoop
 

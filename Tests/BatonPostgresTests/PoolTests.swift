@@ -98,6 +98,65 @@ struct PoolTests {
         #expect(pool.statistics.inUse == 0 && pool.statistics.waiters == 0)
     }
 
+    @Test(
+        "callers on event loops that are handed another database thread's connection than the one they waited on run their whole body on that connection's thread",
+        .enabled(if: ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] != "0", "the database threads"))
+    func waitersRunOnTheirConnectionsThread() async throws {
+        // A pool of two, with two database threads (scripts/test.sh runs this suite with
+        // BATON_DB_LOOPS=2) one connection on each. Two holders take both; callers on the event
+        // loops queue, each waiting on the thread of a slot in turn; then only the holder on the
+        // second thread lets go, so that connection serves every caller, half of them waiting on
+        // the first thread. Each body must move to the second thread and stay there across its
+        // round trips, or two threads would drive one libpq connection.
+        let pool = PostgresPool(
+            configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 2, acquireTimeout: .seconds(60), callTimeout: Self.callTimeout))
+        defer { Task { await pool.close() } }
+        let (named, name) = AsyncStream<(Int, String)>.makeStream()
+        let gates = (0..<2).map { _ in AsyncStream<Void>.makeStream() }
+        // Released however the test ends (a failed expectation that throws included).
+        defer { for gate in gates { gate.continuation.finish() } }
+        let holders = (0..<2).map { index in
+            Task {
+                try await pool.withConnection { _ in
+                    name.yield((index, currentThreadName()))
+                    for await _ in gates[index].stream { break }
+                }
+            }
+        }
+        var holderThreads: [Int: String] = [:]
+        for await (index, thread) in named {
+            holderThreads[index] = thread
+            if holderThreads.count == 2 { break }
+        }
+        let callers = MultiThreadedEventLoopGroup.singleton.makeIterator().flatMap { loop in
+            (0..<4).map { _ in
+                Task(executorPreference: LoopExecutor(loop)) {
+                    try await pool.withConnection { connection in
+                        var seen = [currentThreadName()]
+                        for round in 0..<3 {
+                            let value = try await connection.query("SELECT $1::int + 1", [round])[0].decode(Int.self, at: 0)
+                            #expect(value == round + 1)
+                            seen.append(currentThreadName())
+                        }
+                        return seen
+                    }
+                }
+            }
+        }
+        for _ in 0..<1000 where pool.statistics.waiters < callers.count { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(pool.statistics.waiters == callers.count)
+        // The holder on the last thread (by name) lets go; the other keeps its connection.
+        let released = try #require(holderThreads.max { $0.value < $1.value })
+        gates[released.key].continuation.finish()
+        for caller in callers {
+            let seen = try await caller.value
+            #expect(seen == Array(repeating: released.value, count: 4), "one body's threads, before and after each round trip")
+        }
+        for gate in gates { gate.continuation.finish() }
+        for holder in holders { try await holder.value }
+        #expect(pool.statistics.inUse == 0 && pool.statistics.waiters == 0)
+    }
+
     #if os(Linux)
     @Test("the database loops' threads carry their own names, as top -H and perf show them")
     func threadNames() async throws {
@@ -490,4 +549,16 @@ private final class LoopExecutor: TaskExecutor, Sendable {
         let job = UnownedJob(job)
         loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
+}
+
+/// The calling thread's name, as the kernel keeps it (the database loops name theirs).
+private func currentThreadName() -> String {
+    #if os(Linux)
+    let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+    return name.trimmingCharacters(in: .whitespacesAndNewlines)
+    #else
+    var name = [CChar](repeating: 0, count: 64)
+    pthread_getname_np(pthread_self(), &name, name.count)
+    return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    #endif
 }
