@@ -20,7 +20,7 @@ struct PoolTests {
 
     /// A caller asking `pool` for a connection: how long it waited, from its own start, and how
     /// it ended. `onEventLoop`: the caller runs on an event loop, as an HTTP request does (with
-    /// one database thread, it then waits for its connection on that thread).
+    /// database threads, it then waits for its connection on one of them).
     static func waiter(on pool: PostgresPool, timeout: Duration?, onEventLoop: Bool = false) -> Task<(Duration, PostgresError?), Never> {
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         return Task(executorPreference: onEventLoop ? LoopExecutor(loop) : nil) {
