@@ -74,10 +74,9 @@ else
   # of their own (BATON_DB_LOOPS=0, docs/operations.md), its timing-bound tests alone again.
   BATON_DB_LOOPS=0 run --filter BatonPostgresTests --skip "$faults"
   BATON_DB_LOOPS=0 run --no-parallel --filter "BatonPostgresTests\.($faults)"
-  # The pool with one database thread, whatever the cores (the default on two): its callers on
-  # an event loop wait for a connection on that thread. Then with two threads (the default on
-  # four or five cores): a caller waits on its own event loop, and a database thread hands it a
-  # connection and wakes it there.
+  # The pool with one database thread, whatever the cores (the default on two), then with two
+  # (the default on four or five cores): callers on an event loop wait for a connection on a
+  # database thread, and with two are handed the other thread's connections too.
   BATON_DB_LOOPS=1 run --no-parallel --filter PoolTests
   BATON_DB_LOOPS=2 run --no-parallel --filter PoolTests
 fi

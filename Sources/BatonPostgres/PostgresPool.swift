@@ -11,9 +11,9 @@ import Synchronization
 /// is idle — and runs its body with the connection's loop as the task executor: the body's
 /// statements are sent without blocking and the loop's thread waits for its connections'
 /// sockets at once, as pgbench does. On database threads a request costs one hop onto the
-/// loop and one back to its event loop (with a single database thread, a request that has to
-/// wait for a connection waits on that thread, so a connection handed over starts its body
-/// there with no extra hop); on the event loops, none when the connection is on the caller's.
+/// loop and one back to its event loop (a request that has to wait for a connection waits on a
+/// database thread, so a connection that thread hands over starts its body there with no extra
+/// hop); on the event loops, none when the connection is on the caller's.
 /// No thread is blocked in libpq, so a deadline can end a wait at once. Opening a connection
 /// (which blocks in libpq) happens off the loops.
 ///
@@ -215,7 +215,8 @@ public final class PostgresPool: Sendable {
         // A caller on an event loop waits for a connection on a database thread, so that a
         // waiter the thread hands one over to runs its body at once where it is, instead of
         // waking its event loop only to hop back (docs/benchmarks.md, "Waiting for a connection
-        // on the database thread"). Nil for callers on no event loop, and on the event loops.
+        // on the database thread" and "Waiting on a database thread with several threads"). Nil
+        // for callers on no event loop, and on the event loops.
         let waitsOn = home != nil ? waitingThread() : nil
         func acquireAndRun() async throws -> R {
             var leased = try await acquire(deadline: deadline, home: home, waitsOn: waitsOn)
@@ -326,7 +327,7 @@ public final class PostgresPool: Sendable {
         return state.withLock { state in
             // What `takeIdle` takes for a caller on no slot's loop.
             if let slot = state.idle.last { return slot.loop }
-            state.nextWaitingThread = (state.nextWaitingThread + 1) % configuration.maxConnections
+            state.nextWaitingThread = (state.nextWaitingThread + 1) % max(1, configuration.maxConnections)
             return loops[state.nextWaitingThread % loops.count]
         }
     }

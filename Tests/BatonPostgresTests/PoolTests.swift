@@ -117,6 +117,8 @@ struct PoolTests {
         defer { for gate in gates { gate.continuation.finish() } }
         let holders = (0..<2).map { index in
             Task {
+                // A holder that cannot get its connection ends the names, so the test fails, not hangs.
+                defer { name.finish() }
                 try await pool.withConnection { _ in
                     name.yield((index, currentThreadName()))
                     for await _ in gates[index].stream { break }
@@ -128,6 +130,7 @@ struct PoolTests {
             holderThreads[index] = thread
             if holderThreads.count == 2 { break }
         }
+        try #require(holderThreads.count == 2 && holderThreads.values.allSatisfy { $0.hasPrefix("baton-db-io-") }, "\(holderThreads)")
         let callers = MultiThreadedEventLoopGroup.singleton.makeIterator().flatMap { loop in
             (0..<4).map { _ in
                 Task(executorPreference: LoopExecutor(loop)) {
