@@ -13,9 +13,9 @@ import Synchronization
 /// sockets at once, as pgbench does. On database threads a request costs one hop onto the
 /// loop and one back to its event loop (a request that has to wait for a connection waits on a
 /// database thread, so a connection that thread hands over starts its body there with no extra
-/// hop); on the event loops, none when the connection is on the caller's.
-/// No thread is blocked in libpq, so a deadline can end a wait at once. Opening a connection
-/// (which blocks in libpq) happens off the loops.
+/// hop); on the event loops, none when the connection is on the caller's. No thread is blocked
+/// in libpq, so a deadline can end a wait at once. Opening a connection (which blocks in libpq)
+/// happens off the loops.
 ///
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
