@@ -116,7 +116,7 @@ public final class PostgresPool: Sendable {
         var silentSince: ContinuousClock.Instant?
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
-        /// The slot whose thread the last caller that found no idle slot waits on (`waitingThread`).
+        /// The slot whose thread the last caller that found no idle slot waits on (`takeOrQueue`).
         var nextWaitingThread = 0
 
         /// An idle slot: the most recently used one on the calling thread's loop if there is one
@@ -152,6 +152,8 @@ public final class PostgresPool: Sendable {
     private let acquireObserver: (@Sendable (Duration) -> Void)?
     private let restObserver: (@Sendable (PostgresError) -> Void)?
     private let timerLoop: any EventLoop
+    /// The pool's places, in order: slot `i` is driven by loop `i % loops`.
+    private let slots: [Slot]
 
     /// Creates a pool. Connections are opened lazily, on first use.
     /// - Parameters:
@@ -169,6 +171,7 @@ public final class PostgresPool: Sendable {
         self.timerLoop = MultiThreadedEventLoopGroup.singleton.next()
         let loops = Self.loops
         let slots = (0..<configuration.maxConnections).map { Slot(loop: loops[$0 % loops.count]) }
+        self.slots = slots
         state.withLock { $0.idle = slots.reversed() }
     }
 
@@ -211,21 +214,40 @@ public final class PostgresPool: Sendable {
     ) async throws -> R {
         let limit = timeout ?? configuration.callTimeout
         let deadline = ContinuousClock.now + limit
+        let started = ContinuousClock.now
         var slot: Slot?
-        // A caller on an event loop waits for a connection on a database thread, so that a
-        // waiter the thread hands one over to runs its body at once where it is, instead of
-        // waking its event loop only to hop back (docs/benchmarks.md, "Waiting for a connection
-        // on the database thread" and "Waiting on a database thread with several threads"). Nil
-        // for callers on no event loop, and on the event loops.
-        let waitsOn = home != nil ? waitingThread() : nil
+        // One look at the pool, on the caller's thread: an idle slot is leased at once, and the
+        // body runs under its thread's preference (the one hop it needs). Else a caller on an
+        // event loop waits for a connection on a database thread, so that a waiter the thread
+        // hands one over to runs its body at once where it is, instead of waking its event loop
+        // only to hop back (docs/benchmarks.md, "Waiting for a connection on the database
+        // thread" and "Waiting on a database thread with several threads"). Callers on no event
+        // loop, and all callers on the event loops, wait where they are.
+        let first = try takeOrQueue(choosingThread: home != nil && !Self.onEventLoops)
+        // The thread the task prefers while it waits, and runs a body on if its slot is there.
+        let waitsOn: (any DatabaseLoop)?
+        let preferred: (any DatabaseLoop)?
+        switch first {
+        case .slot(let taken):
+            acquireObserver?(.zero)
+            waitsOn = home != nil && !Self.onEventLoops ? taken.loop : nil
+            preferred = taken.loop
+        case .wait(_, let thread):
+            waitsOn = thread
+            preferred = thread
+        }
         func acquireAndRun() async throws -> R {
-            var leased = try await acquire(deadline: deadline, home: home, waitsOn: waitsOn)
+            var leased: Slot
+            switch first {
+            case .slot(let taken): leased = taken
+            case .wait(let id, _): leased = try await waitForSlot(id: id, started: started, deadline: deadline, home: home, waitsOn: waitsOn)
+            }
             while true {
                 slot = leased
                 do {
-                    // The task prefers the thread it waited on: `run` finds it there, or hops there
-                    // if it is not yet. Another thread's slot needs that thread's preference.
-                    if leased.loop === waitsOn { return try await run(body, on: leased, deadline: deadline, limit: limit) }
+                    // `run` finds the task on the preferred thread, or hops there if it is not yet.
+                    // Another thread's slot needs that thread's preference.
+                    if leased.loop === preferred { return try await run(body, on: leased, deadline: deadline, limit: limit) }
                     return try await withTaskExecutorPreference(leased.loop) { try await run(body, on: leased, deadline: deadline, limit: limit) }
                 } catch is SlotRests {
                     // Its connection could not be opened while others are open: wait for one of
@@ -236,8 +258,8 @@ public final class PostgresPool: Sendable {
             }
         }
         let result: Result<R, any Error>
-        if let waitsOn {
-            result = await withTaskExecutorPreference(waitsOn) { await Result { try await acquireAndRun() } }
+        if let preferred {
+            result = await withTaskExecutorPreference(preferred) { await Result { try await acquireAndRun() } }
         } else {
             result = await Result { try await acquireAndRun() }
         }
@@ -314,32 +336,19 @@ public final class PostgresPool: Sendable {
 
     // MARK: - Leases
 
-    /// The database thread a caller on an event loop waits on for its connection (nil on the
-    /// event loops, `BATON_DB_LOOPS=0`): the thread of the idle slot it would take now, if one is
-    /// idle, so that getting there is the one hop the body needs anyway; else the threads of the
-    /// slots in turn (slot `i` is driven by thread `i % threads`), so that waiters wait on each
-    /// thread in proportion to the connections it drives, and a thread that frees a connection
-    /// finds one of the queue's first waiters waiting on it (`release`).
-    private func waitingThread() -> (any DatabaseLoop)? {
-        let loops = Self.loops
-        if Self.onEventLoops { return nil }
-        if loops.count == 1 { return loops[0] }
-        return state.withLock { state in
-            // What `takeIdle` takes for a caller on no slot's loop.
-            if let slot = state.idle.last { return slot.loop }
-            state.nextWaitingThread = (state.nextWaitingThread + 1) % max(1, configuration.maxConnections)
-            return loops[state.nextWaitingThread % loops.count]
-        }
-    }
+    /// What a caller's first look at the pool finds: an idle slot, leased to it, or its place in
+    /// the queue to be, with the database thread it waits on.
+    private enum FirstLook { case slot(Slot), wait(id: Int, on: (any DatabaseLoop)?) }
 
-    /// - Parameter atHead: queue at the head, not the tail, if no place is free.
-    /// - Parameter waitsOn: the database thread the caller waits on, if it waits on one (`lease`).
-    private func acquire(
-        deadline: ContinuousClock.Instant, home: (any EventLoop)?, waitsOn: (any DatabaseLoop)?, atHead: Bool = false
-    ) async throws -> Slot {
-        let started = ContinuousClock.now
-        enum First { case slot(Slot), wait(Int) }
-        let first = try state.withLock { state -> First in
+    /// Leases an idle slot, or numbers the caller as a waiter, in one hold of the lock. With
+    /// `choosingThread` (a caller on an event loop, on database threads), a waiter is given the
+    /// database thread it waits on: the threads of the slots in turn (slot `i` is driven by
+    /// thread `i % threads`), so that waiters wait on each thread in proportion to the
+    /// connections it drives, and a thread that frees a connection finds one of the queue's
+    /// first waiters waiting on it (`release`). Resting slots are passed over: their threads
+    /// free no connection until they come back.
+    private func takeOrQueue(choosingThread: Bool) throws -> FirstLook {
+        try state.withLock { state -> FirstLook in
             if state.closed { throw PostgresError(code: .poolClosed, message: "the database pool is shut down") }
             if state.silentSince != nil {
                 throw PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
@@ -349,25 +358,50 @@ public final class PostgresPool: Sendable {
                 return .slot(slot)
             }
             state.nextWaiterID += 1
-            return .wait(state.nextWaiterID)
+            guard choosingThread, !slots.isEmpty else { return .wait(id: state.nextWaiterID, on: nil) }
+            if slots.count == 1 || Self.loops.count == 1 { return .wait(id: state.nextWaiterID, on: slots[0].loop) }
+            var next = state.nextWaitingThread
+            for _ in slots.indices {
+                next = (next + 1) % slots.count
+                if state.resting.isEmpty || !state.resting.contains(where: { $0 === slots[next] }) { break }
+            }
+            state.nextWaitingThread = next
+            return .wait(id: state.nextWaiterID, on: slots[next].loop)
         }
-        switch first {
+    }
+
+    /// Leases a slot, waiting for one if none is idle.
+    /// - Parameter atHead: queue at the head, not the tail, if no place is free.
+    /// - Parameter waitsOn: the database thread the caller waits on, if it waits on one (`lease`).
+    private func acquire(
+        deadline: ContinuousClock.Instant, home: (any EventLoop)?, waitsOn: (any DatabaseLoop)?, atHead: Bool = false
+    ) async throws -> Slot {
+        let started = ContinuousClock.now
+        switch try takeOrQueue(choosingThread: false) {
         case .slot(let slot):
             acquireObserver?(.zero)
             return slot
-        case .wait(let id):
-            let slot = try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Slot, any Error>) in
-                    wait(id: id, continuation: continuation, deadline: deadline, home: home, waitsOn: waitsOn, atHead: atHead)
-                }
-            } onCancel: {
-                if let waiter = removeWaiter(id) {
-                    waiter.continuation.resume(throwing: CancellationError())
-                }
-            }
-            acquireObserver?(ContinuousClock.now - started)
-            return slot
+        case .wait(let id, _):
+            return try await waitForSlot(id: id, started: started, deadline: deadline, home: home, waitsOn: waitsOn, atHead: atHead)
         }
+    }
+
+    /// Waits, as waiter `id`, for a slot to be handed over.
+    private func waitForSlot(
+        id: Int, started: ContinuousClock.Instant, deadline: ContinuousClock.Instant, home: (any EventLoop)?,
+        waitsOn: (any DatabaseLoop)?, atHead: Bool = false
+    ) async throws -> Slot {
+        let slot = try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Slot, any Error>) in
+                wait(id: id, continuation: continuation, deadline: deadline, home: home, waitsOn: waitsOn, atHead: atHead)
+            }
+        } onCancel: {
+            if let waiter = removeWaiter(id) {
+                waiter.continuation.resume(throwing: CancellationError())
+            }
+        }
+        acquireObserver?(ContinuousClock.now - started)
+        return slot
     }
 
     private func wait(
