@@ -213,8 +213,8 @@ public final class PostgresPool: Sendable {
         timeout: Duration?, home: (any EventLoop)?, _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
         let limit = timeout ?? configuration.callTimeout
-        let deadline = ContinuousClock.now + limit
         let started = ContinuousClock.now
+        let deadline = started + limit
         var slot: Slot?
         // One look at the pool, on the caller's thread: an idle slot is leased at once, and the
         // body runs under its thread's preference (the one hop it needs). Else a caller on an
@@ -345,14 +345,12 @@ public final class PostgresPool: Sendable {
     /// database thread it waits on: the threads of the slots in turn (slot `i` is driven by
     /// thread `i % threads`), so that waiters wait on each thread in proportion to the
     /// connections it drives, and a thread that frees a connection finds one of the queue's
-    /// first waiters waiting on it (`release`). Resting slots are passed over: their threads
-    /// free no connection until they come back.
+    /// first waiters waiting on it (`release`). A resting slot's turn is passed over: it frees no
+    /// connection until it comes back.
     private func takeOrQueue(choosingThread: Bool) throws -> FirstLook {
         try state.withLock { state -> FirstLook in
             if state.closed { throw PostgresError(code: .poolClosed, message: "the database pool is shut down") }
-            if state.silentSince != nil {
-                throw PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
-            }
+            if state.silentSince != nil { throw Self.silentError }
             if let slot = state.takeIdle() {
                 state.busy += 1
                 return .slot(slot)
@@ -363,14 +361,20 @@ public final class PostgresPool: Sendable {
             var next = state.nextWaitingThread
             for _ in slots.indices {
                 next = (next + 1) % slots.count
-                if state.resting.isEmpty || !state.resting.contains(where: { $0 === slots[next] }) { break }
+                if !slots[next].rests { break }
             }
             state.nextWaitingThread = next
             return .wait(id: state.nextWaiterID, on: slots[next].loop)
         }
     }
 
-    /// Leases a slot, waiting for one if none is idle.
+    /// What a caller gets while the pool fails fast.
+    private static var silentError: PostgresError {
+        PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
+    }
+
+    /// Leases a slot, waiting for one if none is idle (a caller whose place rests: `lease`; the
+    /// first look chose its thread already).
     /// - Parameter atHead: queue at the head, not the tail, if no place is free.
     /// - Parameter waitsOn: the database thread the caller waits on, if it waits on one (`lease`).
     private func acquire(
@@ -413,9 +417,11 @@ public final class PostgresPool: Sendable {
         let byDeadline = deadline < acquireBy
         let due = byDeadline ? deadline : acquireBy
         // A slot freed since the first look, or the pool closed: no need to queue.
-        enum Placement { case slot(Slot), queued(armSweep: Bool), closed, cancelled }
+        enum Placement { case slot(Slot), queued(armSweep: Bool), closed, silent, cancelled }
         let placement = state.withLock { state -> Placement in
             if state.closed { return .closed }
+            // The pool began to fail fast since the first look (`takeOrQueue`).
+            if state.silentSince != nil { return .silent }
             // Cancelled before it could be queued, the cancellation handler found nothing to
             // remove: it must not queue now. (Cancelled after this check, the handler waits for
             // the lock and finds it queued.)
@@ -433,6 +439,7 @@ public final class PostgresPool: Sendable {
         switch placement {
         case .slot(let slot): continuation.resume(returning: slot)
         case .closed: continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
+        case .silent: continuation.resume(throwing: Self.silentError)
         case .cancelled: continuation.resume(throwing: CancellationError())
         case .queued(let armSweep): if armSweep { scheduleSweep(at: due) }
         }
@@ -491,17 +498,25 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    /// Gives a slot back: to the first waiter, or to the idle list.
+    /// How many connections a freed connection may go past the head waiter to (`release`).
+    static let headPassedOverAtMost = 3
+
+    /// Gives a slot back: to a waiter near the head of the queue, or to the idle list.
     private func release(_ slot: Slot) {
         let waiter = state.withLock { state -> Waiter? in
             if !state.waiters.isEmpty {
                 // A waiter near the head that waits on the slot's own loop (a database thread, or
                 // on the event loops the caller's: release runs there) goes first: its body then
-                // runs where it already is, with no hop to the slot's loop and back.
+                // runs where it already is, with no hop to the slot's loop and back. The head is
+                // passed over at most `headPassedOverAtMost` times, so a waiter that waits on
+                // no such loop (a caller on no event loop, one whose place rests) keeps its turn.
+                let head = state.waiters.startIndex
+                guard state.waiters[head].passedOver < Self.headPassedOverAtMost else { return state.waiters.removeFirst() }
                 let index =
                     state.waiters.prefix(4).firstIndex { waiter in
                         waiter.waitsOn.map { $0 === slot.loop } ?? (waiter.home?.inEventLoop == true)
-                    } ?? state.waiters.startIndex
+                    } ?? head
+                if index != head { state.waiters[head].passedOver += 1 }
                 return state.waiters.remove(at: index)
             }
             state.busy -= 1
@@ -626,6 +641,7 @@ public final class PostgresPool: Sendable {
             state.connectFailures += 1
             guard !state.closed, state.open > 0 || state.connecting > 0 else { return nil }
             slot.failures += 1
+            slot.rests = true
             state.busy -= 1
             state.resting.append(slot)
             return min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5)))
@@ -642,6 +658,7 @@ public final class PostgresPool: Sendable {
         let waiter = state.withLock { state -> Waiter? in
             guard let index = state.resting.firstIndex(where: { $0 === slot }) else { return nil }
             state.resting.remove(at: index)
+            slot.rests = false
             guard !state.waiters.isEmpty else {
                 state.idle.insert(slot, at: 0)
                 return nil
@@ -734,6 +751,8 @@ private final class Slot: @unchecked Sendable {
     /// Failures to open a connection in a row (the next pause doubles with each); under the
     /// pool's lock.
     var failures = 0
+    /// Whether the slot rests (it is in the pool's `resting`); under the pool's lock.
+    var rests = false
 
     init(loop: any DatabaseLoop) { self.loop = loop }
 }
@@ -752,6 +771,9 @@ private struct Waiter {
     var home: (any EventLoop)?
     /// The database thread the caller waits on, if it waits on one (`lease`); it resumes there.
     var waitsOn: (any DatabaseLoop)?
+    /// How many times, at the head of the queue, it was passed over for a waiter behind it
+    /// (`release`).
+    var passedOver = 0
 }
 
 /// What the deadline's timer and the running call share; touched only on the slot's loop.
