@@ -216,31 +216,43 @@ public final class PostgresPool: Sendable {
         let started = ContinuousClock.now
         let deadline = started + limit
         var slot: Slot?
-        // One look at the pool, on the caller's thread: an idle slot is leased at once, and the
-        // body runs under its thread's preference (the one hop it needs). Else a caller on an
-        // event loop waits for a connection on a database thread, so that a waiter the thread
-        // hands one over to runs its body at once where it is, instead of waking its event loop
-        // only to hop back (docs/benchmarks.md, "Waiting for a connection on the database
-        // thread" and "Waiting on a database thread with several threads"). Callers on no event
-        // loop, and all callers on the event loops, wait where they are.
-        let first = try takeOrQueue(choosingThread: home != nil && !Self.onEventLoops)
+        // A caller on an event loop waits for a connection on a database thread, so that a waiter
+        // the thread hands one over to runs its body at once where it is, instead of waking its
+        // event loop only to hop back (docs/benchmarks.md, "Waiting for a connection on the
+        // database thread" and "Waiting on a database thread with several threads"). Callers on
+        // no event loop, and all callers on the event loops, wait where they are.
+        // With one database thread the caller goes there first and looks at the pool there, where
+        // connections are freed: the pool's lock is then taken by that thread alone. With several,
+        // one look on the caller's thread leases an idle slot (its body runs under its thread's
+        // preference, the one hop it needs) or chooses the thread to wait on (docs/benchmarks.md,
+        // "One look at the pool per lease").
+        let first: FirstLook?
         // The thread the task prefers while it waits, and runs a body on if its slot is there.
         let waitsOn: (any DatabaseLoop)?
         let preferred: (any DatabaseLoop)?
-        switch first {
-        case .slot(let taken):
-            acquireObserver?(.zero)
-            waitsOn = home != nil && !Self.onEventLoops ? taken.loop : nil
-            preferred = taken.loop
-        case .wait(_, let thread):
-            waitsOn = thread
-            preferred = thread
+        if home != nil, !Self.onEventLoops, Self.loops.count == 1 {
+            first = nil
+            waitsOn = Self.loops[0]
+            preferred = waitsOn
+        } else {
+            let look = try takeOrQueue(choosingThread: home != nil && !Self.onEventLoops)
+            first = look
+            switch look {
+            case .slot(let taken):
+                acquireObserver?(.zero)
+                waitsOn = home != nil && !Self.onEventLoops ? taken.loop : nil
+                preferred = taken.loop
+            case .wait(_, let thread):
+                waitsOn = thread
+                preferred = thread
+            }
         }
         func acquireAndRun() async throws -> R {
             var leased: Slot
             switch first {
             case .slot(let taken): leased = taken
             case .wait(let id, _): leased = try await waitForSlot(id: id, started: started, deadline: deadline, home: home, waitsOn: waitsOn)
+            case nil: leased = try await acquire(deadline: deadline, home: home, waitsOn: waitsOn)
             }
             while true {
                 slot = leased
@@ -357,7 +369,6 @@ public final class PostgresPool: Sendable {
             }
             state.nextWaiterID += 1
             guard choosingThread, !slots.isEmpty else { return .wait(id: state.nextWaiterID, on: nil) }
-            if slots.count == 1 || Self.loops.count == 1 { return .wait(id: state.nextWaiterID, on: slots[0].loop) }
             var next = state.nextWaitingThread
             for _ in slots.indices {
                 next = (next + 1) % slots.count
@@ -373,8 +384,8 @@ public final class PostgresPool: Sendable {
         PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
     }
 
-    /// Leases a slot, waiting for one if none is idle (a caller whose place rests: `lease`; the
-    /// first look chose its thread already).
+    /// Leases a slot, waiting for one if none is idle: a caller on the one database thread, or
+    /// whose place rests (`lease`); its thread is chosen already.
     /// - Parameter atHead: queue at the head, not the tail, if no place is free.
     /// - Parameter waitsOn: the database thread the caller waits on, if it waits on one (`lease`).
     private func acquire(
