@@ -116,7 +116,8 @@ public final class PostgresPool: Sendable {
         var silentSince: ContinuousClock.Instant?
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
-        /// The slot whose thread the last caller that found no idle slot waits on (`takeOrQueue`).
+        /// The slot whose thread the last caller that found no idle slot waits on (`takeOrQueue`);
+        /// moved on only for callers on an event loop, with several database threads.
         var nextWaitingThread = 0
 
         /// An idle slot: the most recently used one on the calling thread's loop if there is one

@@ -192,8 +192,6 @@ struct PoolTests {
         defer { gate.finish() }
         for _ in 0..<1000 where pool.statistics.open < 1 || pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
         let (served, serve) = AsyncStream<Int>.makeStream()
-        // The place cannot rest before this, so the time since is at least how long it has rested.
-        let beforeRest = ContinuousClock.now
         let refused = Task { try await pool.withConnection { _ in _ = serve.yield(-1) } }
         for _ in 0..<1000 where pool.statistics.resting < 1 || pool.statistics.waiters < 1 { try await Task.sleep(for: .milliseconds(10)) }
         try #require(pool.statistics.resting == 1 && pool.statistics.waiters == 1, "\(pool.statistics)")
@@ -205,17 +203,22 @@ struct PoolTests {
                 })
             for _ in 0..<1000 where pool.statistics.waiters < index + 2 { try await Task.sleep(for: .milliseconds(1)) }
         }
-        // The place rests a second at first: if queueing took most of it (a loaded machine), the
-        // place may have been tried again meanwhile, and the order proves nothing.
-        let queuedWhileResting = ContinuousClock.now - beforeRest < .milliseconds(800) && pool.statistics.resting == 1
-        if queuedWhileResting { #expect(pool.statistics.waiters == 9, "\(pool.statistics)") }
+        // The place rests a second at first. If its rest ends while callers wait (a loaded
+        // machine), the first of them tries it, is refused again (the held connection stays
+        // open) and the order proves nothing: one refusal in all means the rest outlasted the test.
+        func restOutlasted() -> Bool { pool.statistics.connectFailures == 1 }
+        if restOutlasted() { #expect(pool.statistics.waiters == 9, "\(pool.statistics)") }
         gate.finish()
         try await holder.value
         for caller in callers { try await caller.value }
         try await refused.value
         serve.finish()
         let order = await served.reduce(into: [Int]()) { $0.append($1) }
-        if queuedWhileResting { #expect(order == [0, 1, 2, -1, 3, 4, 5, 6, 7]) }
+        if restOutlasted() {
+            #expect(order == [0, 1, 2, -1, 3, 4, 5, 6, 7])
+        } else {
+            print("waitersSkipRestingThreads: the resting place was tried again while callers waited; their order was not checked")
+        }
     }
 
     #if os(Linux)
