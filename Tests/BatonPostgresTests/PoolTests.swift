@@ -172,22 +172,9 @@ struct PoolTests {
         // four, a waiter on the freeing thread first), and they would be served out of order.
         // The caller at the head waits on no thread (it runs on none): it may be passed over
         // three times, not until the queue empties.
-        let conninfo = try await TestDatabase.make()
-        let role = "one_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        let admin = PostgresPool(configuration: .administrative(conninfo: conninfo))
-        try await admin.withConnection { try await $0.execute("CREATE ROLE \(role) LOGIN CONNECTION LIMIT 1") }
-        let pool = PostgresPool(
-            configuration: .init(
-                conninfo: try Conninfo.replacing(conninfo, with: ["user": String(role)]), maxConnections: 2,
-                acquireTimeout: .seconds(60), callTimeout: Self.callTimeout))
-        // However the test ends: the role is the cluster's, not the test database's.
-        defer {
-            Task {
-                await pool.close()
-                _ = try? await admin.withConnection { try await $0.execute("DROP ROLE IF EXISTS \(role)") }
-                await admin.close()
-            }
-        }
+        let limited = try await LimitedRole(connectionLimit: 1, maxConnections: 2, acquireTimeout: .seconds(60))
+        defer { limited.dispose() }
+        let pool = limited.pool
         let (holder, gate) = Self.holder(on: pool)
         defer { gate.finish() }
         for _ in 0..<1000 where pool.statistics.open < 1 || pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
@@ -513,16 +500,9 @@ struct PoolTests {
     func moreConnectionsThanTheServerAllows() async throws {
         // The server refuses a third connection of this role ("too many connections for role",
         // SQLSTATE 53300), as it refuses any past max_connections.
-        let conninfo = try await TestDatabase.make()
-        let role = "limited_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        let admin = PostgresPool(configuration: .administrative(conninfo: conninfo))
-        defer { Task { await admin.close() } }
-        try await admin.withConnection { try await $0.execute("CREATE ROLE \(role) LOGIN CONNECTION LIMIT 2") }
-        let pool = PostgresPool(
-            configuration: .init(
-                conninfo: try Conninfo.replacing(conninfo, with: ["user": String(role)]), maxConnections: 6,
-                acquireTimeout: .seconds(30), callTimeout: Self.callTimeout))
-        defer { Task { await pool.close() } }
+        let limited = try await LimitedRole(connectionLimit: 2, maxConnections: 6, acquireTimeout: .seconds(30))
+        defer { limited.dispose() }
+        let (conninfo, role, admin, pool) = (limited.conninfo, limited.role, limited.admin, limited.pool)
         // What the server allows each: the role's limit; a superuser, max_connections.
         let allowance = try await pool.withConnection { try await ConnectionAllowance.read(on: $0) }
         #expect(allowance.allowed == 2 && allowance.limit == "the role's CONNECTION LIMIT 2", "\(allowance)")
@@ -610,6 +590,35 @@ private final class LoopExecutor: TaskExecutor, Sendable {
         if !loop.inEventLoop { fromElsewhere.add(1, ordering: .relaxed) }
         let job = UnownedJob(job)
         loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
+
+/// A new role the server lets open `connectionLimit` connections, and a pool of
+/// `maxConnections` for it, in a new test database; `admin` is a superuser's pool there.
+private struct LimitedRole {
+    let conninfo: String
+    let role: String
+    let admin: PostgresPool
+    let pool: PostgresPool
+
+    init(connectionLimit: Int, maxConnections: Int, acquireTimeout: Duration) async throws {
+        conninfo = try await TestDatabase.make()
+        role = "limited_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        admin = PostgresPool(configuration: .administrative(conninfo: conninfo))
+        try await admin.withConnection { [role] in try await $0.execute("CREATE ROLE \(role) LOGIN CONNECTION LIMIT \(connectionLimit)") }
+        pool = PostgresPool(
+            configuration: .init(
+                conninfo: try Conninfo.replacing(conninfo, with: ["user": role]), maxConnections: maxConnections,
+                acquireTimeout: acquireTimeout, callTimeout: PoolTests.callTimeout))
+    }
+
+    /// However the test ends: the role is the cluster's, not the test database's.
+    func dispose() {
+        Task { [pool, admin, role] in
+            await pool.close()
+            _ = try? await admin.withConnection { try await $0.execute("DROP ROLE IF EXISTS \(role)") }
+            await admin.close()
+        }
     }
 }
 
