@@ -108,8 +108,6 @@ public final class PostgresPool: Sendable {
         var connectFailures = 0
         /// Connections being opened.
         var connecting = 0
-        /// Places whose connection could not be opened, each until its pause ends (see `rest`).
-        var resting: [Slot] = []
         var acquireTimeouts = 0
         var deadlineExpiries = 0
         /// Set when a running call's deadline passed: new calls fail fast until a probe connects.
@@ -184,7 +182,7 @@ public final class PostgresPool: Sendable {
                 connecting: $0.connecting, waiters: $0.waiters.count,
                 connectionsOpened: $0.connectionsOpened, connectionsDiscarded: $0.connectionsDiscarded,
                 acquireTimeouts: $0.acquireTimeouts, deadlineExpiries: $0.deadlineExpiries, isFailingFast: $0.silentSince != nil,
-                connectFailures: $0.connectFailures, resting: $0.resting.count)
+                connectFailures: $0.connectFailures, resting: slots.count(where: \.rests))
         }
     }
 
@@ -228,23 +226,20 @@ public final class PostgresPool: Sendable {
         // preference, the one hop it needs) or chooses the thread to wait on (docs/benchmarks.md,
         // "One look at the pool per lease").
         let first: FirstLook?
-        // The thread the task prefers while it waits, and runs a body on if its slot is there.
-        let waitsOn: (any DatabaseLoop)?
+        // The loop the task prefers while it waits (it resumes there: `release` matches a waiter
+        // by it), and runs a body on if its slot is there.
         let preferred: (any DatabaseLoop)?
         if home != nil, !Self.onEventLoops, Self.loops.count == 1 {
             first = nil
-            waitsOn = Self.loops[0]
-            preferred = waitsOn
+            preferred = Self.loops[0]
         } else {
             let look = try takeOrQueue(choosingThread: home != nil && !Self.onEventLoops)
             first = look
             switch look {
             case .slot(let taken):
                 acquireObserver?(.zero)
-                waitsOn = home != nil && !Self.onEventLoops ? taken.loop : nil
                 preferred = taken.loop
             case .wait(_, let thread):
-                waitsOn = thread
                 preferred = thread
             }
         }
@@ -252,8 +247,8 @@ public final class PostgresPool: Sendable {
             var leased: Slot
             switch first {
             case .slot(let taken): leased = taken
-            case .wait(let id, _): leased = try await waitForSlot(id: id, started: started, deadline: deadline, home: home, waitsOn: waitsOn)
-            case nil: leased = try await acquire(deadline: deadline, home: home, waitsOn: waitsOn)
+            case .wait(let id, _): leased = try await waitForSlot(id: id, started: started, deadline: deadline, home: home, waitsOn: preferred)
+            case nil: leased = try await acquire(deadline: deadline, home: home, waitsOn: preferred)
             }
             while true {
                 slot = leased
@@ -266,7 +261,7 @@ public final class PostgresPool: Sendable {
                     // Its connection could not be opened while others are open: wait for one of
                     // them, at the head of the queue (it has waited its turn already).
                     try Task.checkCancellation()
-                    leased = try await acquire(deadline: deadline, home: home, waitsOn: waitsOn, atHead: true)
+                    leased = try await acquire(deadline: deadline, home: home, waitsOn: preferred, atHead: true)
                 }
             }
         }
@@ -331,7 +326,7 @@ public final class PostgresPool: Sendable {
             return waiters
         }
         for waiter in waiters {
-            waiter.continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
+            waiter.continuation.resume(throwing: Self.closedError)
         }
         // Bodies running now end within their deadline (which cuts a silent connection).
         let deadline = ContinuousClock.now + configuration.callTimeout + .seconds(1)
@@ -362,7 +357,7 @@ public final class PostgresPool: Sendable {
     /// connection until it comes back.
     private func takeOrQueue(choosingThread: Bool) throws -> FirstLook {
         try state.withLock { state -> FirstLook in
-            if state.closed { throw PostgresError(code: .poolClosed, message: "the database pool is shut down") }
+            if state.closed { throw Self.closedError }
             if state.silentSince != nil { throw Self.silentError }
             if let slot = state.takeIdle() {
                 state.busy += 1
@@ -380,6 +375,11 @@ public final class PostgresPool: Sendable {
         }
     }
 
+    /// What a caller gets once the pool is closed.
+    private static var closedError: PostgresError {
+        PostgresError(code: .poolClosed, message: "the database pool is shut down")
+    }
+
     /// What a caller gets while the pool fails fast.
     private static var silentError: PostgresError {
         PostgresError(code: .unavailable, message: "the database stopped answering; waiting for it to come back")
@@ -388,7 +388,7 @@ public final class PostgresPool: Sendable {
     /// Leases a slot, waiting for one if none is idle: a caller on the one database thread, or
     /// whose place rests (`lease`); its thread is chosen already.
     /// - Parameter atHead: queue at the head, not the tail, if no place is free.
-    /// - Parameter waitsOn: the database thread the caller waits on, if it waits on one (`lease`).
+    /// - Parameter waitsOn: the loop whose preference the caller waits under, if any (`lease`).
     private func acquire(
         deadline: ContinuousClock.Instant, home: (any EventLoop)?, waitsOn: (any DatabaseLoop)?, atHead: Bool = false
     ) async throws -> Slot {
@@ -450,7 +450,7 @@ public final class PostgresPool: Sendable {
         }
         switch placement {
         case .slot(let slot): continuation.resume(returning: slot)
-        case .closed: continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the database pool is shut down"))
+        case .closed: continuation.resume(throwing: Self.closedError)
         case .silent: continuation.resume(throwing: Self.silentError)
         case .cancelled: continuation.resume(throwing: CancellationError())
         case .queued(let armSweep): if armSweep { scheduleSweep(at: due) }
@@ -655,7 +655,6 @@ public final class PostgresPool: Sendable {
             slot.failures += 1
             slot.rests = true
             state.busy -= 1
-            state.resting.append(slot)
             return min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5)))
         }
         guard let pause else { return false }
@@ -668,8 +667,7 @@ public final class PostgresPool: Sendable {
     /// all taken. (Only this takes a place out of `resting`, once per rest.)
     private func endRest(_ slot: Slot) {
         let waiter = state.withLock { state -> Waiter? in
-            guard let index = state.resting.firstIndex(where: { $0 === slot }) else { return nil }
-            state.resting.remove(at: index)
+            guard slot.rests else { return nil }
             slot.rests = false
             guard !state.waiters.isEmpty else {
                 state.idle.insert(slot, at: 0)
@@ -763,7 +761,8 @@ private final class Slot: @unchecked Sendable {
     /// Failures to open a connection in a row (the next pause doubles with each); under the
     /// pool's lock.
     var failures = 0
-    /// Whether the slot rests (it is in the pool's `resting`); under the pool's lock.
+    /// Whether the slot rests: its connection could not be opened, and it waits for its pause to
+    /// end (see `rest`); under the pool's lock.
     var rests = false
 
     init(loop: any DatabaseLoop) { self.loop = loop }
@@ -781,7 +780,8 @@ private struct Waiter {
     var byDeadline: Bool
     /// The caller's event loop, if any.
     var home: (any EventLoop)?
-    /// The database thread the caller waits on, if it waits on one (`lease`); it resumes there.
+    /// The loop whose preference the caller waits under, if any (`lease`): a database thread, or
+    /// the loop of a slot it leased before; it resumes there. Nil: it resumes where it called.
     var waitsOn: (any DatabaseLoop)?
     /// How many times, at the head of the queue, it was passed over for a waiter behind it
     /// (`release`).
