@@ -448,8 +448,22 @@ final class CancelToken: @unchecked Sendable {
 public final class PostgresFaults: Sendable {
     private let commitCuts = Mutex<Int>(0)
     private let cut = Mutex<Int>(0)
+    private let connectionHold = Mutex<Duration?>(nil)
+    private let handOverHold = Mutex<Duration?>(nil)
 
     public init() {}
+
+    /// The next connection the pool opens is held for `duration` once the server has accepted
+    /// it, before the pool sets it up on its loop: as if that loop were busy meanwhile.
+    public func holdNextConnection(for duration: Duration) { connectionHold.withLock { $0 = duration } }
+
+    /// The next caller that waited for a connection is held for `duration` once it is handed
+    /// one, before its body starts: as if its thread were busy meanwhile.
+    public func holdNextHandOver(for duration: Duration) { handOverHold.withLock { $0 = duration } }
+
+    func takeConnectionHold() -> Duration? { connectionHold.withLock { hold in defer { hold = nil }; return hold } }
+
+    func takeHandOverHold() -> Duration? { handOverHold.withLock { hold in defer { hold = nil }; return hold } }
 
     /// The next COMMIT on a connection of this pool is sent, and then the connection is cut
     /// before its answer arrives: the server commits, the client cannot know.

@@ -83,9 +83,11 @@ public final class PostgresPool: Sendable {
         public var connectionsOpened: Int
         /// Connections found broken and discarded.
         public var connectionsDiscarded: Int
-        /// Bodies that gave up after the acquire timeout.
+        /// Calls that got no connection in time: the acquire timeout, or the call's deadline,
+        /// passed before their body could start (they throw ``PostgresError/Code/poolTimeout``).
         public var acquireTimeouts: Int
-        /// Calls whose deadline passed while their body ran (their connections were cut).
+        /// Calls whose deadline passed while their body ran or their connection was being opened
+        /// (what was in flight was cut); the pool's own calls that end an idle snapshot included.
         public var deadlineExpiries: Int = 0
         /// Whether the pool fails fast because the database went silent (a probe runs).
         public var isFailingFast: Bool = false
@@ -417,6 +419,7 @@ public final class PostgresPool: Sendable {
             }
         }
         acquireObserver?(ContinuousClock.now - started)
+        if let hold = configuration.faults?.takeHandOverHold() { try? await Task.sleep(for: hold) }
         return slot
     }
 
@@ -550,12 +553,23 @@ public final class PostgresPool: Sendable {
         func timedOut() -> PostgresError {
             PostgresError(code: .timedOut, message: "the database did not answer within \(limit); the call was abandoned")
         }
+        let now = ContinuousClock.now
+        // Handed its slot after its deadline (the queue used it up, or its thread was busy): the
+        // body does not start, and the database, which has not been asked, is not taken for silent.
+        guard now < deadline else { throw tooLate(slot, "no database connection became free within the call's deadline") }
         let call = CallState()
-        let timer = loop.schedule(after: deadline - .now) { [self] in
+        let timer = loop.schedule(after: deadline - now) { [self] in
             call.expired = true
-            call.connection?.abort(timedOut())
-            call.connecting?.resume(returning: .failure(timedOut()))
-            call.connecting = nil
+            if let connection = call.connection {
+                connection.abort(timedOut())
+            } else if let connecting = call.connecting {
+                call.connecting = nil
+                connecting.resume(returning: .failure(timedOut()))
+            } else {
+                // A new connection was opened (or refused) and is being set up: the database
+                // answered. The body will not start (below).
+                return
+            }
             deadlinePassed()
         }
         defer { loop.cancelTimer(timer) }
@@ -564,14 +578,17 @@ public final class PostgresPool: Sendable {
             slot.snapshotTimer = nil
         }
         let connection: PostgresConnection
+        let opened: Bool
         do {
             if let existing = slot.connection, !existing.checkAlive() { discard(slot) }
             if let existing = slot.connection {
                 connection = existing
+                opened = false
             } else {
                 connection = try await connect(on: loop, call: call)
                 slot.connection = connection
                 state.withLock { _ in slot.failures = 0 }
+                opened = true
             }
         } catch {
             if call.expired {
@@ -585,11 +602,22 @@ public final class PostgresPool: Sendable {
             release(slot)
             throw error
         }
+        // The deadline passed while a new connection was set up (its timer may not have run yet,
+        // on a loop held up): the connection is kept for the next call, the body does not start.
+        if opened, ContinuousClock.now >= deadline { throw tooLate(slot, "no database connection was ready within the call's deadline") }
         call.connection = connection
         let result = await Result { try await body(connection) }
         finish(slot, connection)
         if call.expired { throw timedOut() }
         return try result.get()
+    }
+
+    /// A call whose deadline passed before its body could start: its slot goes back as it is
+    /// (nothing was sent, nothing is cut), and the call counts with those that waited too long.
+    private func tooLate(_ slot: Slot, _ message: String) -> PostgresError {
+        state.withLock { $0.acquireTimeouts += 1 }
+        release(slot)
+        return PostgresError(code: .poolTimeout, message: message)
     }
 
     /// After a body: a connection that broke, that a deadline cut, that the server refused a
@@ -706,6 +734,7 @@ public final class PostgresPool: Sendable {
         let connection: PostgresConnection
         do {
             connection = try opened.get()
+            if let hold = configuration.faults?.takeConnectionHold() { try? await Task.sleep(for: hold) }
             try await loop.bind(connection)
         } catch {
             state.withLock { $0.connecting -= 1 }
@@ -715,8 +744,9 @@ public final class PostgresPool: Sendable {
         return connection
     }
 
-    /// A call's deadline passed while its body ran: the pool fails fast from now on — before
-    /// the caller hears back, so its next call already does — until a probe gets through.
+    /// A call's deadline passed while its body ran or its connection was being opened (the
+    /// database did not answer): the pool fails fast from now on — before the caller hears
+    /// back, so its next call already does — until a probe gets through.
     private func deadlinePassed() {
         let startProbe = state.withLock { state -> Bool in
             state.deadlineExpiries += 1

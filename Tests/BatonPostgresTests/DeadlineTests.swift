@@ -161,6 +161,67 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    @Test("a deadline that passes while a new connection is set up: the body never starts, the pool keeps the connection and does not fail fast")
+    func deadlineWhileSettingUp() async throws {
+        let faults = PostgresFaults()
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults))
+        // The server accepts the connection at once; setting it up then takes past the deadline.
+        faults.holdNextConnection(for: .milliseconds(1500))
+        let runs = Counter()
+        let started = ContinuousClock.now
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withConnection(timeout: .seconds(1)) { connection in
+                runs.increment()
+                return try await connection.query("SELECT pg_sleep(5)")
+            }
+        }
+        let took = ContinuousClock.now - started
+        #expect(error?.code == .poolTimeout)
+        #expect(error?.isUnavailable == true)
+        #expect(runs.value == 0, "the body started after its deadline")
+        #expect(took < .seconds(4), "answered after \(took)")
+        // The database answered: no fail-fast, and the connection opened is the one used next.
+        #expect(pool.statistics.deadlineExpiries == 0)
+        #expect(pool.statistics.acquireTimeouts == 1)
+        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+        #expect(pool.statistics.connectionsOpened == 1)
+        await pool.close()
+    }
+
+    @Test("a caller handed its connection after its deadline passed answers poolTimeout without running its body; the pool does not fail fast")
+    func handedOverTooLate() async throws {
+        let faults = PostgresFaults()
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults))
+        try await pool.query("SELECT 1")
+        let holding = Counter()
+        let holder = Task {
+            try await pool.withConnection { connection in
+                holding.increment()
+                return try await connection.query("SELECT pg_sleep(0.2)")
+            }
+        }
+        while holding.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        // The holder frees the connection well within the caller's deadline; the caller's thread
+        // is then busy until past it.
+        faults.holdNextHandOver(for: .milliseconds(1500))
+        let runs = Counter()
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withConnection(timeout: .seconds(1)) { connection in
+                runs.increment()
+                return try await connection.query("SELECT 1")
+            }
+        }
+        _ = try await holder.value
+        #expect(error?.code == .poolTimeout)
+        #expect(runs.value == 0, "the body started after its deadline")
+        // Queueing used up the deadline, not a silent database: no fail-fast, nothing cut.
+        #expect(pool.statistics.deadlineExpiries == 0)
+        #expect(pool.statistics.connectionsDiscarded == 0)
+        #expect(pool.statistics.acquireTimeouts == 1)
+        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+        await pool.close()
+    }
+
     @Test("blackholed network: the call in flight answers within 6 s, new calls fail fast, full service within 5 s after, no row left locked")
     func blackhole() async throws {
         let conninfo = try await TestDatabase.make()
