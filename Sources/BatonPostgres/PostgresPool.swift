@@ -69,7 +69,7 @@ public final class PostgresPool: Sendable {
 
     /// A snapshot of the pool's state, for metrics.
     public struct Statistics: Sendable, Equatable {
-        /// Connections open (or being opened).
+        /// Connections open (those being opened are `connecting`).
         public var open: Int
         /// Open connections nobody holds.
         public var idle: Int
