@@ -131,10 +131,15 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    /// A pool of one connection on a fresh database, and the faults a test injects into it.
+    static func poolWithFaults() async throws -> (PostgresPool, PostgresFaults) {
+        let faults = PostgresFaults()
+        return (PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults)), faults)
+    }
+
     @Test("a connection cut after COMMIT was sent is commitOutcomeUnknown, never retried; the server committed once")
     func ambiguousCommit() async throws {
-        let faults = PostgresFaults()
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults))
+        let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("CREATE TABLE marks (id serial PRIMARY KEY)")
         let runs = Counter()
         faults.cutAfterNextCommit()
@@ -163,8 +168,7 @@ struct DeadlineTests {
 
     @Test("a deadline that passes while a new connection is set up: the body never starts, the pool keeps the connection and does not fail fast")
     func deadlineWhileSettingUp() async throws {
-        let faults = PostgresFaults()
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults))
+        let (pool, faults) = try await Self.poolWithFaults()
         // The server accepts the connection at once; setting it up then takes past the deadline.
         faults.holdNextConnection(for: .milliseconds(1500))
         let runs = Counter()
@@ -190,8 +194,7 @@ struct DeadlineTests {
 
     @Test("a caller handed its connection after its deadline passed answers poolTimeout without running its body; the pool does not fail fast")
     func handedOverTooLate() async throws {
-        let faults = PostgresFaults()
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults))
+        let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
         let holding = Counter()
         let holder = Task {
