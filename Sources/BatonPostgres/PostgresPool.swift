@@ -513,8 +513,11 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    /// How many connections a freed connection may go past the head waiter to (`release`).
+    /// How many times the head of the queue may be passed over for a waiter behind it (`release`).
     static let headPassedOverAtMost = 3
+    /// How many waiters from the head a freed connection looks among for one on its own loop
+    /// (`release`).
+    static let nearHead = 4
 
     /// Gives a slot back: to a waiter near the head of the queue, or to the idle list.
     private func release(_ slot: Slot) {
@@ -528,7 +531,7 @@ public final class PostgresPool: Sendable {
                 let head = state.waiters.startIndex
                 guard state.waiters[head].passedOver < Self.headPassedOverAtMost else { return state.waiters.removeFirst() }
                 let index =
-                    state.waiters.prefix(4).firstIndex { waiter in
+                    state.waiters.prefix(Self.nearHead).firstIndex { waiter in
                         waiter.waitsOn.map { $0 === slot.loop } ?? (waiter.home?.inEventLoop == true)
                     } ?? head
                 if index != head { state.waiters[head].passedOver += 1 }
