@@ -750,14 +750,20 @@ public final class PostgresPool: Sendable {
     /// A call's deadline passed while its body ran or its connection was being opened (the
     /// database did not answer): the pool fails fast from now on — before the caller hears
     /// back, so its next call already does — until a probe gets through.
+    ///
+    /// Callers already waiting for a connection fail fast then too: each would otherwise be
+    /// handed a connection cut by its deadline and wait out its own on a new one.
     private func deadlinePassed() {
-        let startProbe = state.withLock { state -> Bool in
+        let waiters = state.withLock { state -> Deque<Waiter>? in
             state.deadlineExpiries += 1
-            guard state.silentSince == nil, !state.closed else { return false }
+            guard state.silentSince == nil, !state.closed else { return nil }
             state.silentSince = .now
-            return true
+            defer { state.waiters.removeAll() }
+            return state.waiters
         }
-        if startProbe { probeUntilAnswered() }
+        guard let waiters else { return }
+        for waiter in waiters { waiter.continuation.resume(throwing: Self.silentError) }
+        probeUntilAnswered()
     }
 
     /// While the pool fails fast, tries a fresh connection every half second; the first that

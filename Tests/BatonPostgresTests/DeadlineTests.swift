@@ -225,6 +225,35 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    @Test("callers already waiting for a connection when the pool begins to fail fast fail fast too, without running their bodies")
+    func waitersFailFast() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        try await pool.query("SELECT 1")
+        let holding = Counter()
+        // The one connection's call goes silent past its deadline: the pool then fails fast.
+        let holder = Task {
+            try await pool.withConnection(timeout: .seconds(1)) { connection in
+                holding.increment()
+                return try await connection.query("SELECT pg_sleep(20)")
+            }
+        }
+        while holding.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let runs = Counter()
+        let started = ContinuousClock.now
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withConnection(timeout: .seconds(8)) { connection in
+                runs.increment()
+                return try await connection.query("SELECT 1")
+            }
+        }
+        let took = ContinuousClock.now - started
+        #expect(error?.code == .unavailable)
+        #expect(runs.value == 0, "a waiter ran its body on a database the pool takes for silent")
+        #expect(took < .seconds(4), "answered after \(took)")
+        #expect(await #expect(throws: PostgresError.self) { try await holder.value }?.code == .timedOut)
+        await pool.close()
+    }
+
     @Test("blackholed network: the call in flight answers within 6 s, new calls fail fast, full service within 5 s after, no row left locked")
     func blackhole() async throws {
         let conninfo = try await TestDatabase.make()
