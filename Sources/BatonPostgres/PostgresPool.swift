@@ -338,10 +338,7 @@ public final class PostgresPool: Sendable {
             state.idle.removeAll()
             return slots
         }
-        for slot in slots where slot.connection != nil {
-            slot.connection = nil
-            state.withLock { $0.open -= 1 }
-        }
+        for slot in slots { closeConnection(slot) }
     }
 
     // MARK: - Leases
@@ -521,7 +518,8 @@ public final class PostgresPool: Sendable {
 
     /// Gives a slot back: to a waiter near the head of the queue, or to the idle list.
     private func release(_ slot: Slot) {
-        let waiter = state.withLock { state -> Waiter? in
+        enum Next { case waiter(Waiter), idle, closed }
+        let next = state.withLock { state -> Next in
             if !state.waiters.isEmpty {
                 // A waiter near the head that waits on the slot's own loop (a database thread, or
                 // on the event loops the caller's: release runs there) goes first: its body then
@@ -529,21 +527,32 @@ public final class PostgresPool: Sendable {
                 // passed over at most `headPassedOverAtMost` times, so a waiter that waits on
                 // no such loop (a caller on no event loop, one whose place rests) keeps its turn.
                 let head = state.waiters.startIndex
-                guard state.waiters[head].passedOver < Self.headPassedOverAtMost else { return state.waiters.removeFirst() }
+                guard state.waiters[head].passedOver < Self.headPassedOverAtMost else { return .waiter(state.waiters.removeFirst()) }
                 let index =
                     state.waiters.prefix(Self.nearHead).firstIndex { waiter in
                         waiter.waitsOn.map { $0 === slot.loop } ?? (waiter.home?.inEventLoop == true)
                     } ?? head
                 if index != head { state.waiters[head].passedOver += 1 }
-                return state.waiters.remove(at: index)
+                return .waiter(state.waiters.remove(at: index))
             }
             state.busy -= 1
+            guard !state.closed else { return .closed }
             state.idle.append(slot)
-            return nil
+            return .idle
         }
-        if let waiter {
-            waiter.continuation.resume(returning: slot)
+        switch next {
+        case .waiter(let waiter): waiter.continuation.resume(returning: slot)
+        case .idle: break
+        // A call that outlived `close`'s wait: its connection is closed, not kept.
+        case .closed: closeConnection(slot)
         }
+    }
+
+    /// Closes a slot's connection for good: the pool is closed.
+    private func closeConnection(_ slot: Slot) {
+        guard slot.connection != nil else { return }
+        slot.connection = nil
+        state.withLock { $0.open -= 1 }
     }
 
     // MARK: - Running a body (on the slot's loop)

@@ -408,6 +408,24 @@ struct PoolTests {
         #expect(error?.code == .poolClosed)
     }
 
+    @Test("a call that outlives close() (its own deadline is longer than the pool's) closes its connection when it ends", .timeLimit(.minutes(1)))
+    func callOutlivingClose() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .milliseconds(300)))
+        let holding = Counter()
+        let call = Task {
+            try await pool.withConnection(timeout: .seconds(20)) { connection in
+                holding.increment()
+                return try await connection.query("SELECT pg_sleep(2)")
+            }
+        }
+        while holding.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        // close() waits the pool's call deadline and a second for running calls, then returns.
+        await pool.close()
+        #expect(pool.statistics.open == 1, "the call still runs")
+        _ = try await call.value
+        #expect(pool.statistics.open == 0, "a connection outlived its closed pool")
+    }
+
     @Test("a cancelled waiter leaves the queue and does not leak a connection", arguments: [false, true])
     func cancellation(onEventLoop: Bool) async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, acquireTimeout: .seconds(30), callTimeout: Self.callTimeout))
