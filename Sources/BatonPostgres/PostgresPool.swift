@@ -273,9 +273,10 @@ public final class PostgresPool: Sendable {
         } else {
             result = await Result { try await acquireAndRun() }
         }
-        // Back to the caller's thread, unless the task is there already (a caller on an event
-        // loop, through ``HomeExecutor``, or a body on the event loops that ran there): code after
-        // the body must not hold up the connection's loop when that is not the caller's.
+        // Back to the caller's event loop, unless the task is there already (through
+        // ``HomeExecutor``, or a body on the event loops that ran there); a caller on no event loop
+        // continues on the global executor. Code after the body must not hold up the connection's
+        // loop when that is not the caller's.
         if let home, home.inEventLoop { return try result.get() }
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
             if let home {
