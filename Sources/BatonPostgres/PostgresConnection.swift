@@ -454,11 +454,11 @@ public final class PostgresFaults: Sendable {
     public init() {}
 
     /// The next connection the pool opens is held for `duration` once the server has accepted
-    /// it, before the pool sets it up on its loop: as if that loop were busy meanwhile.
+    /// it, before the pool sets it up on its loop: as if setting it up took that long.
     public func holdNextConnection(for duration: Duration) { connectionHold.withLock { $0 = duration } }
 
     /// The next caller that waited for a connection is held for `duration` once it is handed
-    /// one, before its body starts: as if its thread were busy meanwhile.
+    /// one, before its body starts: as if it took that long to get there (a busy thread).
     public func holdNextHandOver(for duration: Duration) { handOverHold.withLock { $0 = duration } }
 
     func takeConnectionHold() -> Duration? { connectionHold.withLock { hold in defer { hold = nil }; return hold } }

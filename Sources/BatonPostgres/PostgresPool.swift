@@ -38,8 +38,11 @@ public final class PostgresPool: Sendable {
         /// throws ``PostgresError/Code/poolTimeout``.
         public var acquireTimeout: Duration
         /// The deadline of one call, waiting included: past it the caller gets
-        /// ``PostgresError/Code/timedOut`` at once, the statement is cancelled and the connection
-        /// discarded, and the pool fails fast until the database answers again.
+        /// ``PostgresError/Code/timedOut`` at once, the statement (or a connect the server has not
+        /// answered) is cancelled and the connection discarded, and the pool fails fast until the
+        /// database answers again. A call whose deadline passes before anything of it reached the
+        /// server (it waited for a connection, or a new one was being set up) gets
+        /// ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
         public var callTimeout: Duration
         /// Server-side bounds set on every connection.
         public var limits: PostgresConnection.Limits
@@ -583,6 +586,7 @@ public final class PostgresPool: Sendable {
                 // answered. The body will not start (below).
                 return
             }
+            call.cut = true
             deadlinePassed()
         }
         defer { loop.cancelTimer(timer) }
@@ -604,7 +608,7 @@ public final class PostgresPool: Sendable {
                 opened = true
             }
         } catch {
-            if call.expired {
+            if call.cut {
                 release(slot)
                 throw timedOut()
             }
@@ -627,9 +631,13 @@ public final class PostgresPool: Sendable {
 
     /// A call whose deadline passed before its body could start: its slot goes back as it is
     /// (nothing was sent, nothing is cut), and the call counts with those that waited too long.
+    /// A read-only snapshot the previous call left open still ends on its own: its timer may
+    /// have run while the slot was on its way here (`finish`).
     private func tooLate(_ slot: Slot, _ message: String) -> PostgresError {
         state.withLock { $0.acquireTimeouts += 1 }
+        let openSnapshot = slot.snapshotTimer == nil && slot.connection?.endsSnapshotLazily == true
         release(slot)
+        if openSnapshot { endSnapshotLater(slot) }
         return PostgresError(code: .poolTimeout, message: message)
     }
 
@@ -650,8 +658,13 @@ public final class PostgresPool: Sendable {
         }
         let openSnapshot = slot.connection?.endsSnapshotLazily == true
         release(slot)
-        // Still on the loop: whoever leased the slot meanwhile cancels this timer when it arrives here.
-        if openSnapshot { slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) } }
+        if openSnapshot { endSnapshotLater(slot) }
+    }
+
+    /// Arms the timer that ends an idle connection's open snapshot after ``snapshotGrace``. Still
+    /// on the loop: whoever leased the slot meanwhile cancels it when it arrives there (`run`).
+    private func endSnapshotLater(_ slot: Slot) {
+        slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) }
     }
 
     /// How long an idle connection may keep a read-only snapshot open, waiting for a lease to
@@ -840,6 +853,8 @@ private struct Waiter {
 /// What the deadline's timer and the running call share; touched only on the slot's loop.
 private final class CallState: @unchecked Sendable {
     var expired = false
+    /// The deadline cut what was in flight (a statement, or a connect that had not answered).
+    var cut = false
     var connection: PostgresConnection?
     /// Waiting for a connection to open: the deadline may answer first.
     var connecting: UnsafeContinuation<Result<PostgresConnection, any Error>, Never>?

@@ -378,6 +378,43 @@ struct PoolTests {
         #expect(pool.statistics.connectionsDiscarded == 0)
     }
 
+    @Test("a caller handed a connection with an open snapshot after its deadline leaves the snapshot to end on its own")
+    func lateCallerLeavesSnapshotToEnd() async throws {
+        let conninfo = try await TestDatabase.make()
+        let faults = PostgresFaults()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, callTimeout: Self.callTimeout, faults: faults))
+        let watcher = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, callTimeout: Self.callTimeout))
+        defer { Task { await pool.close(); await watcher.close() } }
+        let pid = try await pool.withConnection { $0.backendPID }
+        func serverState() async throws -> String {
+            let rows = try await watcher.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)])
+            return rows.isEmpty ? "gone" : try rows[0].decode(String.self, at: 0)
+        }
+        // A reader leaves its snapshot open for the next lease; a caller waits for the connection
+        // meanwhile, and takes past its deadline to get to it (its thread busy).
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let reading = Counter()
+        let reader = Task {
+            try await pool.withTransaction(isolation: .readOnlySnapshot) { db in
+                let value = try await db.query("SELECT 1")[0].decode(Int.self, at: 0)
+                reading.increment()
+                for await _ in gate { break }
+                return value
+            }
+        }
+        while reading.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        faults.holdNextHandOver(for: .milliseconds(1500))
+        let caller = Task { try await pool.withConnection(timeout: .seconds(1)) { try await $0.query("SELECT 1") } }
+        while pool.statistics.waiters == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        open.yield()
+        #expect(try await reader.value == 1)
+        #expect(await #expect(throws: PostgresError.self) { try await caller.value }?.code == .poolTimeout)
+        // The snapshot's own timer ran while the connection was on its way to the late caller;
+        // the snapshot still ends soon, with nobody leasing the connection.
+        for _ in 0..<100 where try await serverState() != "idle" { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(try await serverState() == "idle", "an idle connection kept its snapshot open")
+    }
+
     @Test("a connection killed while its snapshot waits to end is replaced; the next caller gets its answer")
     func snapshotOnAKilledConnection() async throws {
         let conninfo = try await TestDatabase.make()
@@ -411,17 +448,20 @@ struct PoolTests {
     @Test("a call that outlives close() (its own deadline is longer than the pool's) closes its connection when it ends", .timeLimit(.minutes(1)))
     func callOutlivingClose() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .milliseconds(300)))
+        let (gate, open) = AsyncStream<Void>.makeStream()
         let holding = Counter()
         let call = Task {
             try await pool.withConnection(timeout: .seconds(20)) { connection in
                 holding.increment()
-                return try await connection.query("SELECT pg_sleep(2)")
+                for await _ in gate { break }
+                return try await connection.query("SELECT 1")
             }
         }
         while holding.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
         // close() waits the pool's call deadline and a second for running calls, then returns.
         await pool.close()
         #expect(pool.statistics.open == 1, "the call still runs")
+        open.yield()
         _ = try await call.value
         #expect(pool.statistics.open == 0, "a connection outlived its closed pool")
     }
