@@ -578,12 +578,6 @@ public final class PostgresPool: Sendable {
             call.expired = true
             if let connection = call.connection {
                 connection.abort(timedOut())
-                guard call.bodyHadTime else {
-                    // Its time went in the queue: the cut says nothing about the database.
-                    call.cut = true
-                    state.withLock { $0.deadlineExpiries += 1 }
-                    return
-                }
             } else if let connecting = call.connecting {
                 call.connecting = nil
                 connecting.resume(returning: .failure(timedOut()))
@@ -628,7 +622,6 @@ public final class PostgresPool: Sendable {
         // The deadline passed while a new connection was set up (its timer may not have run yet,
         // on a loop held up): the connection is kept for the next call, the body does not start.
         if opened, ContinuousClock.now >= deadline { throw tooLate(slot, "no database connection was ready within the call's deadline") }
-        call.bodyHadTime = deadline - (opened ? ContinuousClock.now : now) >= min(Self.silenceEvidence, limit / 2)
         call.connection = connection
         let result = await Result { try await body(connection) }
         finish(slot, connection)
@@ -673,13 +666,6 @@ public final class PostgresPool: Sendable {
     private func endSnapshotLater(_ slot: Slot) {
         slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) }
     }
-
-    /// How much of its deadline a body must have had left when it started for its expiry to put
-    /// the pool into fail-fast (or half the call's limit, if that is less). A body handed its
-    /// connection late — under overload, the head of a queue as long as the deadline always is —
-    /// and cut soon after says the queue was long, not that the database is silent; taking it for
-    /// silence would fail every call for the probe's half second and replace the connection.
-    static let silenceEvidence = Duration.seconds(1)
 
     /// How long an idle connection may keep a read-only snapshot open, waiting for a lease to
     /// carry its end. Under load a connection is leased again well within it.
@@ -869,9 +855,6 @@ private final class CallState: @unchecked Sendable {
     var expired = false
     /// The deadline cut what was in flight (a statement, or a connect that had not answered).
     var cut = false
-    /// The body started with enough of its deadline left (``PostgresPool/silenceEvidence``) for
-    /// its expiry to say the database went silent.
-    var bodyHadTime = true
     var connection: PostgresConnection?
     /// Waiting for a connection to open: the deadline may answer first.
     var connecting: UnsafeContinuation<Result<PostgresConnection, any Error>, Never>?

@@ -230,39 +230,6 @@ struct DeadlineTests {
         await pool.close()
     }
 
-    @Test("a body that starts with its deadline nearly spent (its time went in the queue) is cut at its deadline, but the pool does not fail fast")
-    func lateBodyDoesNotFailFast() async throws {
-        let (pool, faults) = try await Self.poolWithFaults()
-        try await pool.query("SELECT 1")
-        let (gate, open) = AsyncStream<Void>.makeStream()
-        let holding = Counter()
-        let holder = Task {
-            try await pool.withConnection { connection in
-                holding.increment()
-                for await _ in gate { break }
-                return try await connection.query("SELECT 1")
-            }
-        }
-        while holding.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        // The caller gets to its connection 1.8 s into its 2 s: its body starts with 0.2 s left.
-        faults.holdNextHandOver(for: .milliseconds(1800))
-        let caller = Task {
-            try await pool.withConnection(timeout: .seconds(2)) { connection in
-                try await connection.query("SELECT pg_sleep(3)")
-            }
-        }
-        while pool.statistics.waiters == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        open.yield()
-        let error = await #expect(throws: PostgresError.self) { try await caller.value }
-        _ = try await holder.value
-        // Cut at its deadline (on a machine slow enough to hand it over past the deadline, it
-        // never started: poolTimeout); either way the database was not judged silent.
-        #expect(error?.code == .timedOut || error?.code == .poolTimeout)
-        #expect(!pool.statistics.isFailingFast)
-        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
-        await pool.close()
-    }
-
     @Test("callers already waiting for a connection when the pool begins to fail fast fail fast too, without running their bodies")
     func waitersFailFast() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
