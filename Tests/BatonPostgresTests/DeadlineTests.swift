@@ -137,6 +137,22 @@ struct DeadlineTests {
         return (PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults)), faults)
     }
 
+    /// Calls `sql` on `pool` within `timeout`, expecting it to fail: the error, how many times
+    /// the body ran, and how long the call took.
+    static func countedCall(
+        on pool: PostgresPool, timeout: Duration, _ sql: String
+    ) async -> (error: PostgresError?, runs: Int, took: Duration) {
+        let runs = Counter()
+        let started = ContinuousClock.now
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withConnection(timeout: timeout) { connection in
+                runs.increment()
+                return try await connection.query(sql)
+            }
+        }
+        return (error, runs.value, ContinuousClock.now - started)
+    }
+
     @Test("a connection cut after COMMIT was sent is commitOutcomeUnknown, never retried; the server committed once")
     func ambiguousCommit() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
@@ -171,18 +187,10 @@ struct DeadlineTests {
         let (pool, faults) = try await Self.poolWithFaults()
         // The server accepts the connection at once; setting it up then takes past the deadline.
         faults.holdNextConnection(for: .seconds(3))
-        let runs = Counter()
-        let started = ContinuousClock.now
-        let error = await #expect(throws: PostgresError.self) {
-            try await pool.withConnection(timeout: .seconds(2)) { connection in
-                runs.increment()
-                return try await connection.query("SELECT pg_sleep(5)")
-            }
-        }
-        let took = ContinuousClock.now - started
+        let (error, runs, took) = await Self.countedCall(on: pool, timeout: .seconds(2), "SELECT pg_sleep(5)")
         #expect(error?.code == .poolTimeout)
         #expect(error?.isUnavailable == true)
-        #expect(runs.value == 0, "the body started after its deadline")
+        #expect(runs == 0, "the body started after its deadline")
         #expect(took < .seconds(4.5), "answered after \(took)")
         // The database answered: no fail-fast, and the connection opened is the one used next.
         #expect(pool.statistics.deadlineExpiries == 0)
@@ -243,17 +251,9 @@ struct DeadlineTests {
             }
         }
         while holding.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        let runs = Counter()
-        let started = ContinuousClock.now
-        let error = await #expect(throws: PostgresError.self) {
-            try await pool.withConnection(timeout: .seconds(8)) { connection in
-                runs.increment()
-                return try await connection.query("SELECT 1")
-            }
-        }
-        let took = ContinuousClock.now - started
+        let (error, runs, took) = await Self.countedCall(on: pool, timeout: .seconds(8), "SELECT 1")
         #expect(error?.code == .unavailable)
-        #expect(runs.value == 0, "a waiter ran its body on a database the pool takes for silent")
+        #expect(runs == 0, "a waiter ran its body on a database the pool takes for silent")
         #expect(took < .seconds(4), "answered after \(took)")
         #expect(await #expect(throws: PostgresError.self) { try await holder.value }?.code == .timedOut)
         await pool.close()
