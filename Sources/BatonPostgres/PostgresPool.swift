@@ -342,7 +342,7 @@ public final class PostgresPool: Sendable {
             state.idle.removeAll()
             return slots
         }
-        for slot in slots { closeConnection(slot) }
+        for slot in slots { discard(slot, broken: false) }
     }
 
     // MARK: - Leases
@@ -548,15 +548,8 @@ public final class PostgresPool: Sendable {
         case .waiter(let waiter): waiter.continuation.resume(returning: slot)
         case .idle: break
         // A call that outlived `close`'s wait: its connection is closed, not kept.
-        case .closed: closeConnection(slot)
+        case .closed: discard(slot, broken: false)
         }
-    }
-
-    /// Closes a slot's connection for good: the pool is closed.
-    private func closeConnection(_ slot: Slot) {
-        guard slot.connection != nil else { return }
-        slot.connection = nil
-        state.withLock { $0.open -= 1 }
     }
 
     // MARK: - Running a body (on the slot's loop)
@@ -575,7 +568,6 @@ public final class PostgresPool: Sendable {
         guard now < deadline else { throw tooLate(slot, "no database connection became free within the call's deadline") }
         let call = CallState()
         let timer = loop.schedule(after: deadline - now) { [self] in
-            call.expired = true
             if let connection = call.connection {
                 connection.abort(timedOut())
             } else if let connecting = call.connecting {
@@ -625,7 +617,7 @@ public final class PostgresPool: Sendable {
         call.connection = connection
         let result = await Result { try await body(connection) }
         finish(slot, connection)
-        if call.expired { throw timedOut() }
+        if call.cut { throw timedOut() }
         return try result.get()
     }
 
@@ -635,9 +627,7 @@ public final class PostgresPool: Sendable {
     /// have run while the slot was on its way here (`finish`).
     private func tooLate(_ slot: Slot, _ message: String) -> PostgresError {
         state.withLock { $0.acquireTimeouts += 1 }
-        let openSnapshot = slot.snapshotTimer == nil && slot.connection?.endsSnapshotLazily == true
-        release(slot)
-        if openSnapshot { endSnapshotLater(slot) }
+        giveBack(slot)
         return PostgresError(code: .poolTimeout, message: message)
     }
 
@@ -656,15 +646,16 @@ public final class PostgresPool: Sendable {
         {
             discard(slot)
         }
-        let openSnapshot = slot.connection?.endsSnapshotLazily == true
-        release(slot)
-        if openSnapshot { endSnapshotLater(slot) }
+        giveBack(slot)
     }
 
-    /// Arms the timer that ends an idle connection's open snapshot after ``snapshotGrace``. Still
-    /// on the loop: whoever leased the slot meanwhile cancels it when it arrives there (`run`).
-    private func endSnapshotLater(_ slot: Slot) {
-        slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) }
+    /// Releases a slot on its loop; a read-only snapshot left open on its connection, with no
+    /// timer armed to end it, gets one: it ends after ``snapshotGrace`` unless someone leases the
+    /// connection meanwhile (`run` cancels the timer when it arrives here).
+    private func giveBack(_ slot: Slot) {
+        let openSnapshot = slot.snapshotTimer == nil && slot.connection?.endsSnapshotLazily == true
+        release(slot)
+        if openSnapshot { slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) } }
     }
 
     /// How long an idle connection may keep a read-only snapshot open, waiting for a lease to
@@ -733,10 +724,15 @@ public final class PostgresPool: Sendable {
         waiter?.continuation.resume(returning: slot)
     }
 
-    private func discard(_ slot: Slot) {
+    /// Closes a slot's connection. `broken`: it is counted with the discarded (not when the
+    /// pool closes).
+    private func discard(_ slot: Slot, broken: Bool = true) {
         guard slot.connection != nil else { return }
         slot.connection = nil
-        state.withLock { $0.open -= 1; $0.connectionsDiscarded += 1 }
+        state.withLock { state in
+            state.open -= 1
+            if broken { state.connectionsDiscarded += 1 }
+        }
     }
 
     /// Opens a connection off the loop (libpq connects blocking), binds it to `loop`; the call's
@@ -852,8 +848,9 @@ private struct Waiter {
 
 /// What the deadline's timer and the running call share; touched only on the slot's loop.
 private final class CallState: @unchecked Sendable {
-    var expired = false
     /// The deadline cut what was in flight (a statement, or a connect that had not answered).
+    /// When it finds a new connection being set up instead, it cuts nothing, and `run` sees the
+    /// deadline passed by the clock.
     var cut = false
     var connection: PostgresConnection?
     /// Waiting for a connection to open: the deadline may answer first.

@@ -52,6 +52,19 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    @Test("a body that swallows its cut statement's error still answers timedOut: past the deadline no call succeeds")
+    func swallowedCutStillTimesOut() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.withConnection(timeout: .milliseconds(500)) { connection in
+                _ = try? await connection.query("SELECT pg_sleep(5)")
+                return 1
+            }
+        }
+        #expect(error?.code == .timedOut)
+        await pool.close()
+    }
+
     @Test("a database loop held up past a call's deadline does not time out a statement whose answer had come meanwhile")
     func lateLoopKeepsAnswer() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
@@ -204,16 +217,8 @@ struct DeadlineTests {
     func handedOverTooLate() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
-        let (gate, open) = AsyncStream<Void>.makeStream()
-        let holding = Counter()
-        let holder = Task {
-            try await pool.withConnection { connection in
-                holding.increment()
-                for await _ in gate { break }
-                return try await connection.query("SELECT 1")
-            }
-        }
-        while holding.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let (holder, open) = PoolTests.holder(on: pool)
+        while pool.statistics.inUse == 0 { try await Task.sleep(for: .milliseconds(5)) }
         // The holder frees the connection once the caller waits, well within its deadline; the
         // caller then takes past its deadline to get to it.
         faults.holdNextHandOver(for: .milliseconds(1500))

@@ -448,16 +448,8 @@ struct PoolTests {
     @Test("a call that outlives close() (its own deadline is longer than the pool's) closes its connection when it ends", .timeLimit(.minutes(1)))
     func callOutlivingClose() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .milliseconds(300)))
-        let (gate, open) = AsyncStream<Void>.makeStream()
-        let holding = Counter()
-        let call = Task {
-            try await pool.withConnection(timeout: .seconds(20)) { connection in
-                holding.increment()
-                for await _ in gate { break }
-                return try await connection.query("SELECT 1")
-            }
-        }
-        while holding.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let (call, open) = Self.holder(on: pool, timeout: .seconds(20))
+        while pool.statistics.inUse == 0 { try await Task.sleep(for: .milliseconds(5)) }
         // close() waits the pool's call deadline and a second for running calls, then returns.
         await pool.close()
         #expect(pool.statistics.open == 1, "the call still runs")
