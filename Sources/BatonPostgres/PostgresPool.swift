@@ -94,6 +94,8 @@ public final class PostgresPool: Sendable {
         public var deadlineExpiries: Int = 0
         /// Whether the pool fails fast because the database went silent (a probe runs).
         public var isFailingFast: Bool = false
+        /// Times the pool began to fail fast.
+        public var failFastStarts: Int = 0
         /// Attempts to open a connection that failed (refused by the server, or unreachable).
         public var connectFailures: Int = 0
         /// Places resting after their connection could not be opened while others were open.
@@ -115,8 +117,12 @@ public final class PostgresPool: Sendable {
         var connecting = 0
         var acquireTimeouts = 0
         var deadlineExpiries = 0
+        var failFastStarts = 0
         /// Set when a running call's deadline passed: new calls fail fast until a probe connects.
         var silentSince: ContinuousClock.Instant?
+        /// Cuts of bodies that started late (``PostgresPool/silenceEvidence``) since the database
+        /// last answered a call (`deadlinePassed`).
+        var lateCutsInARow = 0
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
         /// The slot whose thread the last caller that found no idle slot waits on (`takeOrQueue`);
@@ -187,6 +193,7 @@ public final class PostgresPool: Sendable {
                 connecting: $0.connecting, waiters: $0.waiters.count,
                 connectionsOpened: $0.connectionsOpened, connectionsDiscarded: $0.connectionsDiscarded,
                 acquireTimeouts: $0.acquireTimeouts, deadlineExpiries: $0.deadlineExpiries, isFailingFast: $0.silentSince != nil,
+                failFastStarts: $0.failFastStarts,
                 connectFailures: $0.connectFailures, resting: slots.count(where: \.rests))
         }
     }
@@ -521,9 +528,11 @@ public final class PostgresPool: Sendable {
     static let nearHead = 4
 
     /// Gives a slot back: to a waiter near the head of the queue, or to the idle list.
-    private func release(_ slot: Slot) {
+    /// `answered`: its call's body sent statements and got their answers.
+    private func release(_ slot: Slot, answered: Bool = false) {
         enum Next { case waiter(Waiter), idle, closed }
         let next = state.withLock { state -> Next in
+            if answered { state.lateCutsInARow = 0 }
             if !state.waiters.isEmpty {
                 // A waiter near the head that waits on the slot's own loop (a database thread, or
                 // on the event loops the caller's: release runs there) goes first: its body then
@@ -567,6 +576,8 @@ public final class PostgresPool: Sendable {
         // body does not start, and the database, which has not been asked, is not taken for silent.
         guard now < deadline else { throw tooLate(slot, "no database connection became free within the call's deadline") }
         let call = CallState()
+        let evidence = min(Self.silenceEvidence, limit / 2)
+        call.startedLate = deadline - now < evidence
         let timer = loop.schedule(after: deadline - now) { [self] in
             if let connection = call.connection {
                 connection.abort(timedOut())
@@ -579,7 +590,7 @@ public final class PostgresPool: Sendable {
                 return
             }
             call.cut = true
-            deadlinePassed()
+            deadlinePassed(late: call.startedLate)
         }
         defer { loop.cancelTimer(timer) }
         if let snapshotTimer = slot.snapshotTimer {
@@ -611,12 +622,18 @@ public final class PostgresPool: Sendable {
             release(slot)
             throw error
         }
-        // The deadline passed while a new connection was set up (its timer may not have run yet,
-        // on a loop held up): the connection is kept for the next call, the body does not start.
-        if opened, ContinuousClock.now >= deadline { throw tooLate(slot, "no database connection was ready within the call's deadline") }
+        if opened {
+            // The deadline passed while a new connection was set up (its timer may not have run
+            // yet, on a loop held up): the connection is kept for the next call, the body does
+            // not start. The database answered the connect: the body's time starts now.
+            let now = ContinuousClock.now
+            if now >= deadline { throw tooLate(slot, "no database connection was ready within the call's deadline") }
+            call.startedLate = deadline - now < evidence
+        }
         call.connection = connection
+        let trips = connection.roundTrips
         let result = await Result { try await body(connection) }
-        finish(slot, connection)
+        finish(slot, connection, asked: connection.roundTrips != trips)
         if call.cut { throw timedOut() }
         return try result.get()
     }
@@ -633,30 +650,39 @@ public final class PostgresPool: Sendable {
 
     /// After a body: a connection that broke, that a deadline cut, that the server refused a
     /// write on as read-only, or that the body left inside a transaction is not reused; then the
-    /// slot goes back.
+    /// slot goes back. `asked`: the body sent the database something (it was answered, if the
+    /// connection is neither cut nor broken).
     ///
     /// A read-only snapshot left open (``PostgresConnection/endsSnapshotLazily``) goes back as it
     /// is: its `ROLLBACK` travels with the next lease's first statements, which saves the round
     /// trip a `COMMIT` of its own would cost. So that no snapshot lingers on an idle connection
     /// (holding back vacuum, or a migration's lock), a timer on the loop ends it on its own if
     /// nobody leases the connection within ``snapshotGrace``.
-    private func finish(_ slot: Slot, _ connection: PostgresConnection) {
-        if connection.abortReason != nil || !connection.isOpen || connection.refusedWrite
-            || (connection.isInTransaction && !connection.endsSnapshotLazily)
-        {
+    private func finish(_ slot: Slot, _ connection: PostgresConnection, asked: Bool) {
+        let intact = connection.abortReason == nil && connection.isOpen
+        if !intact || connection.refusedWrite || (connection.isInTransaction && !connection.endsSnapshotLazily) {
             discard(slot)
         }
-        giveBack(slot)
+        giveBack(slot, answered: asked && intact)
     }
 
     /// Releases a slot on its loop; a read-only snapshot left open on its connection, with no
     /// timer armed to end it, gets one: it ends after ``snapshotGrace`` unless someone leases the
     /// connection meanwhile (`run` cancels the timer when it arrives here).
-    private func giveBack(_ slot: Slot) {
+    private func giveBack(_ slot: Slot, answered: Bool = false) {
         let openSnapshot = slot.snapshotTimer == nil && slot.connection?.endsSnapshotLazily == true
-        release(slot)
+        release(slot, answered: answered)
         if openSnapshot { slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) } }
     }
+
+    /// How much of its deadline a call must have left when its body starts (or its connect, or
+    /// half its limit if that is less) for its cut to be taken for a silent database at once
+    /// (`deadlinePassed`).
+    static let silenceEvidence = Duration.seconds(1)
+
+    /// How many cuts of calls that started late, with no call answered between them, start
+    /// fail-fast (`deadlinePassed`).
+    static let lateCutsForSilence = 3
 
     /// How long an idle connection may keep a read-only snapshot open, waiting for a lease to
     /// carry its end. Under load a connection is leased again well within it.
@@ -772,11 +798,25 @@ public final class PostgresPool: Sendable {
     ///
     /// Callers already waiting for a connection fail fast then too: each would otherwise be
     /// handed a connection cut by its deadline and wait out its own on a new one.
-    private func deadlinePassed() {
+    ///
+    /// A call that started `late` (with less than ``silenceEvidence`` left: under overload, the
+    /// head of a queue as long as the deadline) and was cut says the queue was long more than that
+    /// the database is silent; taking it for silence would fail every call for the probe's half
+    /// second, again and again. Such cuts start fail-fast only when ``lateCutsForSilence`` of
+    /// them come in a row, with no call answered between them: a database that answers connects
+    /// but not statements (a stuck server, a pooler in front) is still found when every body
+    /// starts late.
+    private func deadlinePassed(late: Bool) {
         let waiters = state.withLock { state -> Deque<Waiter>? in
             state.deadlineExpiries += 1
+            if late {
+                state.lateCutsInARow += 1
+                guard state.lateCutsInARow >= Self.lateCutsForSilence else { return nil }
+            }
             guard state.silentSince == nil, !state.closed else { return nil }
             state.silentSince = .now
+            state.failFastStarts += 1
+            state.lateCutsInARow = 0
             defer { state.waiters.removeAll() }
             return state.waiters
         }
@@ -799,7 +839,10 @@ public final class PostgresPool: Sendable {
                 if let connection = try? PostgresConnection(conninfo: conninfo, limits: limits),
                     (try? connection.query("SELECT 1")) != nil
                 {
-                    state.withLock { $0.silentSince = nil }
+                    state.withLock {
+                        $0.silentSince = nil
+                        $0.lateCutsInARow = 0
+                    }
                     return
                 }
                 Thread.sleep(forTimeInterval: 0.5)
@@ -852,6 +895,8 @@ private final class CallState: @unchecked Sendable {
     /// When it finds a new connection being set up instead, it cuts nothing, and `run` sees the
     /// deadline passed by the clock.
     var cut = false
+    /// It started with less than ``PostgresPool/silenceEvidence`` of its deadline left.
+    var startedLate = false
     var connection: PostgresConnection?
     /// Waiting for a connection to open: the deadline may answer first.
     var connecting: UnsafeContinuation<Result<PostgresConnection, any Error>, Never>?

@@ -155,6 +155,15 @@ struct DeadlineTests {
         return (PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults)), faults)
     }
 
+    /// Waits until `condition` holds, for at most 10 s: past that the test fails rather than hangs.
+    static func waitFor(_ what: String, _ condition: () -> Bool) async throws {
+        let end = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            try #require(ContinuousClock.now < end, "waited 10 s for \(what)")
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
     /// Calls `sql` on `pool` within `timeout`, expecting it to fail: the error, how many times
     /// the body ran, and how long the call took.
     static func countedCall(
@@ -245,6 +254,42 @@ struct DeadlineTests {
         #expect(pool.statistics.connectionsDiscarded == 0)
         #expect(pool.statistics.acquireTimeouts == 1)
         #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+        await pool.close()
+    }
+
+    @Test("a call cut after its time went in the queue does not put the pool into fail-fast; three such cuts with no call answered between them do")
+    func lateCuts() async throws {
+        let (pool, faults) = try await Self.poolWithFaults()
+        try await pool.query("SELECT 1")
+        /// A caller waits for the connection, gets to it 1.4 s into its 2 s deadline (its body
+        /// starts with less than `PostgresPool.silenceEvidence` left) and is cut at its deadline.
+        func lateCut() async throws {
+            let (holder, open) = PoolTests.holder(on: pool)
+            defer { open.yield() }
+            try await Self.waitFor("the holder to get the connection") { pool.statistics.inUse == 1 }
+            faults.holdNextHandOver(for: .milliseconds(1400))
+            let caller = Task {
+                try await pool.withConnection(timeout: .seconds(2)) { connection in
+                    try await connection.query("SELECT pg_sleep(5)")
+                }
+            }
+            try await Self.waitFor("the caller to wait") { pool.statistics.waiters == 1 }
+            open.yield()
+            let error = await #expect(throws: PostgresError.self) { try await caller.value }
+            #expect(error?.code == .timedOut, "\(String(describing: error))")
+            _ = try await holder.value
+        }
+        try await lateCut()
+        #expect(pool.statistics.failFastStarts == 0, "one late cut says the queue was long")
+        // The database answers a call: the late cuts are counted again from here.
+        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
+        try await lateCut()
+        try await lateCut()
+        #expect(pool.statistics.failFastStarts == 0, "two late cuts since the last answer")
+        // A database that answers connects but not statements: every body starts late.
+        try await lateCut()
+        #expect(pool.statistics.failFastStarts == 1, "three late cuts in a row")
+        #expect(pool.statistics.deadlineExpiries == 4)
         await pool.close()
     }
 
