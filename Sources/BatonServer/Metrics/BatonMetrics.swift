@@ -46,6 +46,9 @@ public final class BatonMetrics: Sendable {
         static var databaseLoopBusy: Family { Family(namespace: "baton", metricName: "db_loop_busy_seconds", unitName: "total", helpText: "Time each database loop's thread spent working rather than waiting for sockets; a rate near 1 means the loop is saturated.") }
         static var poolConnectFailures: Family { Family(namespace: "baton", metricName: "db_pool_connect_failures", unitName: "total", helpText: "Attempts to open a database connection that failed (refused by the server, or unreachable).") }
         static var poolResting: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "resting", helpText: "Pool places whose connection the server refused while others were open; each waits before trying again (the server allows fewer connections than database.pool.size).") }
+        static var poolDeadlineExpiries: Family { Family(namespace: "baton", metricName: "db_pool_deadline_expiries", unitName: "total", helpText: "Database calls whose deadline cut what was in flight (a statement, or a connect the server had not answered); each answered 503.") }
+        static var poolFailingFast: Family { Family(namespace: "baton", metricName: "db_pool", unitName: "failing_fast", helpText: "1 while the pool answers 503 at once because the database stopped answering (a probe tries it every 0.5 s), else 0.") }
+        static var poolFailFastStarts: Family { Family(namespace: "baton", metricName: "db_pool_fail_fast_starts", unitName: "total", helpText: "Times the pool began to fail fast because the database stopped answering.") }
         static var poolTimeouts: Family { Family(namespace: "baton", metricName: "db_pool_acquire_timeouts", unitName: "total", helpText: "Checkouts that gave up waiting for a free database connection.") }
         static var commands: Family { Family(namespace: "baton", metricName: "commands", unitName: "total", helpText: "Commands answered, by flow and outcome (done, refresh, input, screen, error, replayed, stale, invalid).") }
         static var commandDuration: Family { Family(namespace: "baton", metricName: "command_duration", unitName: "seconds", helpText: "Time to answer a command, by flow: payload check, transaction, effects, encoding.") }
@@ -142,6 +145,7 @@ public final class BatonMetrics: Sendable {
         gauge(Families.poolWaiters).set(to: Double(statistics.waiters))
         gauge(Families.poolMax).set(to: Double(maxConnections))
         gauge(Families.poolResting).set(to: Double(statistics.resting))
+        gauge(Families.poolFailingFast).set(to: statistics.isFailingFast ? 1 : 0)
         // The pool keeps running totals; counters only move forward, by the difference.
         let previous = poolSnapshot.withLock { snapshot in
             defer { snapshot = statistics }
@@ -155,6 +159,8 @@ public final class BatonMetrics: Sendable {
         advance(Families.poolDiscarded, statistics.connectionsDiscarded, previous?.connectionsDiscarded)
         advance(Families.poolTimeouts, statistics.acquireTimeouts, previous?.acquireTimeouts)
         advance(Families.poolConnectFailures, statistics.connectFailures, previous?.connectFailures)
+        advance(Families.poolDeadlineExpiries, statistics.deadlineExpiries, previous?.deadlineExpiries)
+        advance(Families.poolFailFastStarts, statistics.failFastStarts, previous?.failFastStarts)
     }
 
     /// Copies the database loops' working time into counters (called when `/metrics` is
