@@ -232,7 +232,10 @@ extension PostgresConnection {
         while isOpen, let result = try await nextResult() {
             let status = PQresultStatus(result)
             PQclear(result)
-            if status == PGRES_PIPELINE_SYNC { break }
+            if status == PGRES_PIPELINE_SYNC {
+                answers += 1
+                break
+            }
         }
         guard isOpen else {
             // A statement's own error says more than "connection lost" (a server shutting down).
@@ -269,6 +272,8 @@ extension PostgresConnection {
         while let result = try await nextResult() {
             do { rows = try check(result) } catch { if firstError == nil { firstError = error } }
         }
+        // The server answered, an error included; not a connection libpq found lost.
+        if isOpen { answers += 1 }
         if let firstError { throw firstError }
         guard let rows else { throw connectionError() }
         return rows

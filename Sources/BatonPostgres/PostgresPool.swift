@@ -40,9 +40,10 @@ public final class PostgresPool: Sendable {
         /// The deadline of one call, waiting included: past it the caller gets
         /// ``PostgresError/Code/timedOut`` at once, the statement (or a connect the server has not
         /// answered) is cancelled and the connection discarded, and the pool fails fast until the
-        /// database answers again. A call whose deadline passes before anything of it reached the
-        /// server (it waited for a connection, or a new one was being set up) gets
-        /// ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
+        /// database answers again (a call that started with its deadline nearly spent only when
+        /// such cuts go on with no call answered: `deadlinePassed`). A call whose deadline passes
+        /// before anything of it reached the server (it waited for a connection, or a new one was
+        /// being set up) gets ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
         public var callTimeout: Duration
         /// Server-side bounds set on every connection.
         public var limits: PostgresConnection.Limits
@@ -120,9 +121,12 @@ public final class PostgresPool: Sendable {
         var failFastStarts = 0
         /// Set when a running call's deadline passed: new calls fail fast until a probe connects.
         var silentSince: ContinuousClock.Instant?
-        /// Cuts of bodies that started late (``PostgresPool/silenceEvidence``) since the database
-        /// last answered a call (`deadlinePassed`).
-        var lateCutsInARow = 0
+        /// Calls whose database answered them (`release`, `deadlinePassed`): a late cut looks
+        /// whether this moved since the first of its run.
+        var answers = 0
+        /// The first late cut since the database last answered a call, and `answers` then
+        /// (`deadlinePassed`); cleared when fail-fast starts and when it ends.
+        var lateCuts: (since: ContinuousClock.Instant, answers: Int)?
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
         /// The slot whose thread the last caller that found no idle slot waits on (`takeOrQueue`);
@@ -205,8 +209,9 @@ public final class PostgresPool: Sendable {
     /// The call has a deadline (`timeout`, else the configuration's `callTimeout`), waiting for
     /// a connection included. Past it, a statement in flight is cancelled, the connection is cut
     /// (the body's pending statement throws ``PostgresError/Code/timedOut``), the caller gets
-    /// that error, and the pool fails fast until the database answers again. Waiting for a free
-    /// connection can be cancelled; a body that has started runs to its end.
+    /// that error, and the pool fails fast until the database answers again (see
+    /// ``Configuration/callTimeout``). Waiting for a free connection can be cancelled; a body
+    /// that has started runs to its end.
     public func withConnection<R>(
         timeout: Duration? = nil, _ body: (PostgresConnection) async throws -> R
     ) async throws -> R {
@@ -528,11 +533,11 @@ public final class PostgresPool: Sendable {
     static let nearHead = 4
 
     /// Gives a slot back: to a waiter near the head of the queue, or to the idle list.
-    /// `answered`: its call's body sent statements and got their answers.
+    /// `answered`: the database answered its call's body, which was not cut.
     private func release(_ slot: Slot, answered: Bool = false) {
         enum Next { case waiter(Waiter), idle, closed }
         let next = state.withLock { state -> Next in
-            if answered { state.lateCutsInARow = 0 }
+            if answered { state.answers &+= 1 }
             if !state.waiters.isEmpty {
                 // A waiter near the head that waits on the slot's own loop (a database thread, or
                 // on the event loops the caller's: release runs there) goes first: its body then
@@ -576,10 +581,13 @@ public final class PostgresPool: Sendable {
         // body does not start, and the database, which has not been asked, is not taken for silent.
         guard now < deadline else { throw tooLate(slot, "no database connection became free within the call's deadline") }
         let call = CallState()
+        // Time spent opening a connection counts as time the database had.
         let evidence = min(Self.silenceEvidence, limit / 2)
-        call.startedLate = deadline - now < evidence
+        let late = deadline - now < evidence ? evidence : nil
         let timer = loop.schedule(after: deadline - now) { [self] in
+            var heard = false
             if let connection = call.connection {
+                heard = connection.answers != call.answers
                 connection.abort(timedOut())
             } else if let connecting = call.connecting {
                 call.connecting = nil
@@ -590,7 +598,7 @@ public final class PostgresPool: Sendable {
                 return
             }
             call.cut = true
-            deadlinePassed(late: call.startedLate)
+            deadlinePassed(late: late, heard: heard)
         }
         defer { loop.cancelTimer(timer) }
         if let snapshotTimer = slot.snapshotTimer {
@@ -622,18 +630,14 @@ public final class PostgresPool: Sendable {
             release(slot)
             throw error
         }
-        if opened {
-            // The deadline passed while a new connection was set up (its timer may not have run
-            // yet, on a loop held up): the connection is kept for the next call, the body does
-            // not start. The database answered the connect: the body's time starts now.
-            let now = ContinuousClock.now
-            if now >= deadline { throw tooLate(slot, "no database connection was ready within the call's deadline") }
-            call.startedLate = deadline - now < evidence
-        }
+        // The deadline passed while a new connection was set up (its timer may not have run yet,
+        // on a loop held up): the connection is kept for the next call, the body does not start.
+        if opened, ContinuousClock.now >= deadline { throw tooLate(slot, "no database connection was ready within the call's deadline") }
         call.connection = connection
-        let trips = connection.roundTrips
+        call.answers = connection.answers
         let result = await Result { try await body(connection) }
-        finish(slot, connection, asked: connection.roundTrips != trips)
+        // A cut call was accounted for by its deadline (`heard`).
+        finish(slot, connection, answered: !call.cut && connection.answers != call.answers)
         if call.cut { throw timedOut() }
         return try result.get()
     }
@@ -650,20 +654,20 @@ public final class PostgresPool: Sendable {
 
     /// After a body: a connection that broke, that a deadline cut, that the server refused a
     /// write on as read-only, or that the body left inside a transaction is not reused; then the
-    /// slot goes back. `asked`: the body sent the database something (it was answered, if the
-    /// connection is neither cut nor broken).
+    /// slot goes back. `answered`: the database answered the body, which was not cut.
     ///
     /// A read-only snapshot left open (``PostgresConnection/endsSnapshotLazily``) goes back as it
     /// is: its `ROLLBACK` travels with the next lease's first statements, which saves the round
     /// trip a `COMMIT` of its own would cost. So that no snapshot lingers on an idle connection
     /// (holding back vacuum, or a migration's lock), a timer on the loop ends it on its own if
     /// nobody leases the connection within ``snapshotGrace``.
-    private func finish(_ slot: Slot, _ connection: PostgresConnection, asked: Bool) {
-        let intact = connection.abortReason == nil && connection.isOpen
-        if !intact || connection.refusedWrite || (connection.isInTransaction && !connection.endsSnapshotLazily) {
+    private func finish(_ slot: Slot, _ connection: PostgresConnection, answered: Bool) {
+        if connection.abortReason != nil || !connection.isOpen || connection.refusedWrite
+            || (connection.isInTransaction && !connection.endsSnapshotLazily)
+        {
             discard(slot)
         }
-        giveBack(slot, answered: asked && intact)
+        giveBack(slot, answered: answered)
     }
 
     /// Releases a slot on its loop; a read-only snapshot left open on its connection, with no
@@ -675,14 +679,12 @@ public final class PostgresPool: Sendable {
         if openSnapshot { slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) } }
     }
 
-    /// How much of its deadline a call must have left when its body starts (or its connect, or
-    /// half its limit if that is less) for its cut to be taken for a silent database at once
-    /// (`deadlinePassed`).
+    /// How long the database must have been asked and not answered for a cut to be taken for
+    /// silence (`deadlinePassed`), or half a call's limit if that is less: a call cut after it
+    /// started with at least this much of its deadline left (measured when `run` starts; opening
+    /// a connection counts as the database's time), or late cuts going on this long with no
+    /// call answered.
     static let silenceEvidence = Duration.seconds(1)
-
-    /// How many cuts of calls that started late, with no call answered between them, start
-    /// fail-fast (`deadlinePassed`).
-    static let lateCutsForSilence = 3
 
     /// How long an idle connection may keep a read-only snapshot open, waiting for a lease to
     /// carry its end. Under load a connection is leased again well within it.
@@ -799,24 +801,33 @@ public final class PostgresPool: Sendable {
     /// Callers already waiting for a connection fail fast then too: each would otherwise be
     /// handed a connection cut by its deadline and wait out its own on a new one.
     ///
-    /// A call that started `late` (with less than ``silenceEvidence`` left: under overload, the
-    /// head of a queue as long as the deadline) and was cut says the queue was long more than that
-    /// the database is silent; taking it for silence would fail every call for the probe's half
-    /// second, again and again. Such cuts start fail-fast only when ``lateCutsForSilence`` of
-    /// them come in a row, with no call answered between them: a database that answers connects
-    /// but not statements (a stuck server, a pooler in front) is still found when every body
-    /// starts late.
-    private func deadlinePassed(late: Bool) {
+    /// A call that started `late` — with less than `late` (``silenceEvidence``) of its deadline
+    /// left: under overload, the head of a queue as long as the deadline — and was cut says the
+    /// queue was long more than that the database is silent; taking it for silence would fail
+    /// every call for the probe's half second, again and again. Such a cut starts fail-fast
+    /// only when late cuts have gone on for `late` with no call answered since the first of
+    /// them (a call cut after an answer, `heard`, counts as answered): a healthy database under
+    /// overload answers the calls between them, and a burst of late cuts (waiters queued
+    /// together, cut together) is not `late` long. A database that answers connects but no
+    /// statement (a stuck server, a pooler in front) is still found when every body starts late.
+    /// One that answers some calls (reads) and not others (writes, on a stalled disk) while
+    /// every body starts late is not; cuts of calls that started in time still find it.
+    private func deadlinePassed(late: Duration?, heard: Bool) {
+        let now = late.map { _ in ContinuousClock.now }
         let waiters = state.withLock { state -> Deque<Waiter>? in
             state.deadlineExpiries += 1
-            if late {
-                state.lateCutsInARow += 1
-                guard state.lateCutsInARow >= Self.lateCutsForSilence else { return nil }
+            if let late, let now {
+                if heard { state.answers &+= 1 }
+                guard let first = state.lateCuts, first.answers == state.answers else {
+                    state.lateCuts = (now, state.answers)
+                    return nil
+                }
+                guard now - first.since >= late else { return nil }
             }
             guard state.silentSince == nil, !state.closed else { return nil }
             state.silentSince = .now
             state.failFastStarts += 1
-            state.lateCutsInARow = 0
+            state.lateCuts = nil
             defer { state.waiters.removeAll() }
             return state.waiters
         }
@@ -841,7 +852,7 @@ public final class PostgresPool: Sendable {
                 {
                     state.withLock {
                         $0.silentSince = nil
-                        $0.lateCutsInARow = 0
+                        $0.lateCuts = nil
                     }
                     return
                 }
@@ -895,9 +906,9 @@ private final class CallState: @unchecked Sendable {
     /// When it finds a new connection being set up instead, it cuts nothing, and `run` sees the
     /// deadline passed by the clock.
     var cut = false
-    /// It started with less than ``PostgresPool/silenceEvidence`` of its deadline left.
-    var startedLate = false
     var connection: PostgresConnection?
+    /// The connection's ``PostgresConnection/answers`` when the body started.
+    var answers = 0
     /// Waiting for a connection to open: the deadline may answer first.
     var connecting: UnsafeContinuation<Result<PostgresConnection, any Error>, Never>?
 }

@@ -257,20 +257,38 @@ struct DeadlineTests {
         await pool.close()
     }
 
-    @Test("a call cut after its time went in the queue does not put the pool into fail-fast; three such cuts with no call answered between them do")
+    @Test("a connection counts the round trips the server answered, with rows or with an error, one by one or pipelined")
+    func answersCounted() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        try await pool.withConnection { connection in
+            let (answers, trips) = (connection.answers, connection.roundTrips)
+            try await connection.execute("SELECT 1")
+            #expect(connection.answers == answers + 1)
+            await #expect(throws: PostgresError.self) { try await connection.execute("SELECT 1/0") }
+            #expect(connection.answers == answers + 2, "an error is the server's answer")
+            _ = try await connection.pipeline([("SELECT 1", []), ("SELECT 2", [])])
+            #expect(connection.answers - answers == connection.roundTrips - trips, "every round trip was answered")
+        }
+        await pool.close()
+    }
+
+    @Test("a call cut after its time went in the queue does not put the pool into fail-fast; late cuts going on for a second with no call answered do")
     func lateCuts() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
         /// A caller waits for the connection, gets to it 1.4 s into its 2 s deadline (its body
-        /// starts with less than `PostgresPool.silenceEvidence` left) and is cut at its deadline.
-        func lateCut() async throws {
+        /// starts with less than `PostgresPool.silenceEvidence` left) and is cut at its deadline;
+        /// with `answerFirst`, after the database answered its first statement.
+        func lateCut(answerFirst: Bool = false) async throws {
             let (holder, open) = PoolTests.holder(on: pool)
             defer { open.yield() }
             try await Self.waitFor("the holder to get the connection") { pool.statistics.inUse == 1 }
             faults.holdNextHandOver(for: .milliseconds(1400))
             let caller = Task {
                 try await pool.withConnection(timeout: .seconds(2)) { connection in
-                    try await connection.query("SELECT pg_sleep(5)")
+                    if answerFirst { try await connection.execute("SELECT 1") }
+                    // The simple protocol: no PREPARE round trip (answered) before it.
+                    try await connection.execute("SELECT pg_sleep(5)")
                 }
             }
             try await Self.waitFor("the caller to wait") { pool.statistics.waiters == 1 }
@@ -281,14 +299,16 @@ struct DeadlineTests {
         }
         try await lateCut()
         #expect(pool.statistics.failFastStarts == 0, "one late cut says the queue was long")
-        // The database answers a call: the late cuts are counted again from here.
+        // The database answers a call: late cuts are judged from the next one on.
         #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
         try await lateCut()
+        #expect(pool.statistics.failFastStarts == 0, "the database answered since the first late cut")
+        try await lateCut(answerFirst: true)
+        #expect(pool.statistics.failFastStarts == 0, "the cut call itself had an answer")
+        // A database that answers connects but no statement: every body starts late, and the
+        // late cuts go on (here 2 s) with no call answered.
         try await lateCut()
-        #expect(pool.statistics.failFastStarts == 0, "two late cuts since the last answer")
-        // A database that answers connects but not statements: every body starts late.
-        try await lateCut()
-        #expect(pool.statistics.failFastStarts == 1, "three late cuts in a row")
+        #expect(pool.statistics.failFastStarts == 1, "late cuts for 2 s with no answer")
         #expect(pool.statistics.deadlineExpiries == 4)
         await pool.close()
     }
