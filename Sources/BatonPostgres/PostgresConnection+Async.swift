@@ -257,14 +257,14 @@ extension PostgresConnection {
         nextStatementID += 1
         let name = "baton_\(nextStatementID)".utf8CString
         guard name.withUnsafeBufferPointer({ PQsendPrepare(handle, $0.baseAddress, sql, 0, nil) }) == 1 else { throw connectionError() }
-        _ = try await collect()
+        _ = try await collect(counted: false)
         preparedStatements[sql] = name
         return name
     }
 
     /// Flushes what was sent and reads every result up to the end of the command: the rows of
-    /// the last one, or the first error.
-    private func collect() async throws -> PostgresRows {
+    /// the last one, or the first error. `counted`: an answer counts in ``answers``.
+    private func collect(counted: Bool = true) async throws -> PostgresRows {
         roundTrips += 1
         try await flush()
         var rows: PostgresRows?
@@ -273,7 +273,7 @@ extension PostgresConnection {
             do { rows = try check(result) } catch { if firstError == nil { firstError = error } }
         }
         // The server answered, an error included; not a connection libpq found lost.
-        if isOpen { answers += 1 }
+        if counted, isOpen { answers += 1 }
         if let firstError { throw firstError }
         guard let rows else { throw connectionError() }
         return rows

@@ -121,12 +121,15 @@ public final class PostgresPool: Sendable {
         var failFastStarts = 0
         /// Set when a running call's deadline passed: new calls fail fast until a probe connects.
         var silentSince: ContinuousClock.Instant?
-        /// Calls whose database answered them (`release`, `deadlinePassed`): a late cut looks
-        /// whether this moved since the first of its run.
+        /// Calls the database answered (`release`; a late cut call that had an answer, in
+        /// `deadlinePassed`): a late cut looks whether this moved since the first of its run.
         var answers = 0
         /// The first late cut since the database last answered a call, and `answers` then
         /// (`deadlinePassed`); cleared when fail-fast starts and when it ends.
         var lateCuts: (since: ContinuousClock.Instant, answers: Int)?
+        /// When fail-fast last ended: a call started before then, cut after, belongs to that
+        /// episode (`deadlinePassed`).
+        var silenceEnded: ContinuousClock.Instant?
         /// When the sweep that expires waiters is due, if one is armed (see `sweepWaiters`).
         var sweepDue: ContinuousClock.Instant?
         /// The slot whose thread the last caller that found no idle slot waits on (`takeOrQueue`);
@@ -583,22 +586,23 @@ public final class PostgresPool: Sendable {
         let call = CallState()
         // Time spent opening a connection counts as time the database had.
         let evidence = min(Self.silenceEvidence, limit / 2)
-        let late = deadline - now < evidence ? evidence : nil
+        let window = deadline - now < evidence ? evidence : nil
         let timer = loop.schedule(after: deadline - now) { [self] in
-            var heard = false
+            var cut = Cut(started: now, lateWindow: window, limit: limit)
             if let connection = call.connection {
-                heard = connection.answers != call.answers
+                cut.heard = connection.answers != call.answers
                 connection.abort(timedOut())
             } else if let connecting = call.connecting {
                 call.connecting = nil
                 connecting.resume(returning: .failure(timedOut()))
+                cut.connect = true
             } else {
                 // A new connection was opened (or refused) and is being set up: the database
                 // answered. The body will not start (below).
                 return
             }
             call.cut = true
-            deadlinePassed(late: late, heard: heard)
+            deadlinePassed(cut)
         }
         defer { loop.cancelTimer(timer) }
         if let snapshotTimer = slot.snapshotTimer {
@@ -682,8 +686,8 @@ public final class PostgresPool: Sendable {
     /// How long the database must have been asked and not answered for a cut to be taken for
     /// silence (`deadlinePassed`), or half a call's limit if that is less: a call cut after it
     /// started with at least this much of its deadline left (measured when `run` starts; opening
-    /// a connection counts as the database's time), or late cuts going on this long with no
-    /// call answered.
+    /// a connection counts as the database's time), or late statement cuts going on this long
+    /// with no call answered.
     static let silenceEvidence = Duration.seconds(1)
 
     /// How long an idle connection may keep a read-only snapshot open, waiting for a lease to
@@ -801,28 +805,36 @@ public final class PostgresPool: Sendable {
     /// Callers already waiting for a connection fail fast then too: each would otherwise be
     /// handed a connection cut by its deadline and wait out its own on a new one.
     ///
-    /// A call that started `late` — with less than `late` (``silenceEvidence``) of its deadline
-    /// left: under overload, the head of a queue as long as the deadline — and was cut says the
-    /// queue was long more than that the database is silent; taking it for silence would fail
-    /// every call for the probe's half second, again and again. Such a cut starts fail-fast
-    /// only when late cuts have gone on for `late` with no call answered since the first of
-    /// them (a call cut after an answer, `heard`, counts as answered): a healthy database under
-    /// overload answers the calls between them, and a burst of late cuts (waiters queued
-    /// together, cut together) is not `late` long. A database that answers connects but no
+    /// A call that started before the last fail-fast ended and is cut after belongs to that
+    /// episode (the database was silent when it asked): it starts no new one.
+    ///
+    /// A call that started late — with less than its `lateWindow` (``silenceEvidence``) left:
+    /// under overload, the head of a queue as long as the deadline — and was cut says the queue
+    /// was long more than that the database is silent; taking it for silence would throw away
+    /// every call waiting and replace the connection, again and again. Such a cut starts
+    /// fail-fast only when late cuts have gone on for that window with no call answered since
+    /// the first of them (a call cut after an answer of its own, `heard`, counts as answered;
+    /// a first late cut older than a deadline and the window is forgotten): a healthy database
+    /// under overload answers the calls between them, and a burst of late cuts (waiters queued
+    /// together, cut together) is not that long. A database that answers connects but no
     /// statement (a stuck server, a pooler in front) is still found when every body starts late.
-    /// One that answers some calls (reads) and not others (writes, on a stalled disk) while
-    /// every body starts late is not; cuts of calls that started in time still find it.
-    private func deadlinePassed(late: Duration?, heard: Bool) {
-        let now = late.map { _ in ContinuousClock.now }
+    /// Not found while every call starts late, and found by the first cut call that started in
+    /// time: a database that answers some calls (reads) and not others (writes, on a stalled
+    /// disk), and one that answers no connect — a late connect cut is not counted at all, since
+    /// under overload it is routine: a slot a cut emptied reconnects with the time left.
+    private func deadlinePassed(_ cut: Cut) {
+        let now = ContinuousClock.now
         let waiters = state.withLock { state -> Deque<Waiter>? in
             state.deadlineExpiries += 1
-            if let late, let now {
-                if heard { state.answers &+= 1 }
-                guard let first = state.lateCuts, first.answers == state.answers else {
+            if let ended = state.silenceEnded, cut.started < ended { return nil }
+            if let window = cut.lateWindow {
+                if cut.heard { state.answers &+= 1 }
+                if cut.connect { return nil }
+                guard let first = state.lateCuts, first.answers == state.answers, now - first.since < cut.limit + window else {
                     state.lateCuts = (now, state.answers)
                     return nil
                 }
-                guard now - first.since >= late else { return nil }
+                guard now - first.since >= window else { return nil }
             }
             guard state.silentSince == nil, !state.closed else { return nil }
             state.silentSince = .now
@@ -850,8 +862,10 @@ public final class PostgresPool: Sendable {
                 if let connection = try? PostgresConnection(conninfo: conninfo, limits: limits),
                     (try? connection.query("SELECT 1")) != nil
                 {
+                    let now = ContinuousClock.now
                     state.withLock {
                         $0.silentSince = nil
+                        $0.silenceEnded = now
                         $0.lateCuts = nil
                     }
                     return
@@ -898,6 +912,20 @@ private struct Waiter {
     /// How many times, at the head of the queue, it was passed over for a waiter behind it
     /// (`release`).
     var passedOver = 0
+}
+
+/// What a call's deadline cut, for `deadlinePassed` to judge.
+private struct Cut {
+    /// When the call started its connect or its body (`run`).
+    var started: ContinuousClock.Instant
+    /// ``PostgresPool/silenceEvidence`` for this call, if it started with less than that left.
+    var lateWindow: Duration?
+    /// The call's deadline.
+    var limit: Duration
+    /// The call had an answer of its own before the cut.
+    var heard = false
+    /// What was cut was a connect.
+    var connect = false
 }
 
 /// What the deadline's timer and the running call share; touched only on the slot's loop.

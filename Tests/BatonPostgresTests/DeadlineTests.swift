@@ -56,9 +56,10 @@ struct DeadlineTests {
     func swallowedCutStillTimesOut() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
         // The connection is open before the call, and its deadline outlasts the 500 ms another
-        // test holds a shared database loop for (`lateLoopKeepsAnswer`): the body starts, and
-        // it is its statement the deadline cuts (with one loop, a connect or a start held up past
-        // a 500 ms deadline answered poolTimeout).
+        // test may hold a shared database loop for (`lateLoopKeepsAnswer`, when the tests run in
+        // parallel, as a plain `swift test` runs them): the body starts, and it is its statement
+        // the deadline cuts (with one loop, a connect or a start held up past a 500 ms deadline
+        // answered poolTimeout).
         try await pool.query("SELECT 1")
         let error = await #expect(throws: PostgresError.self) {
             try await pool.withConnection(timeout: .seconds(1)) { connection in
@@ -257,17 +258,23 @@ struct DeadlineTests {
         await pool.close()
     }
 
-    @Test("a connection counts the round trips the server answered, with rows or with an error, one by one or pipelined")
+    @Test("a connection counts the round trips the server answered, with rows or with an error, one by one or pipelined, but not a statement's preparation")
     func answersCounted() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
         try await pool.withConnection { connection in
-            let (answers, trips) = (connection.answers, connection.roundTrips)
+            let answers = connection.answers
             try await connection.execute("SELECT 1")
             #expect(connection.answers == answers + 1)
             await #expect(throws: PostgresError.self) { try await connection.execute("SELECT 1/0") }
             #expect(connection.answers == answers + 2, "an error is the server's answer")
+            // Two statements new to the connection: each is prepared first (a round trip whose
+            // answer is not counted: parsing touches no storage), then both run in one.
+            let trips = connection.roundTrips
             _ = try await connection.pipeline([("SELECT 1", []), ("SELECT 2", [])])
-            #expect(connection.answers - answers == connection.roundTrips - trips, "every round trip was answered")
+            #expect(connection.roundTrips == trips + 3)
+            #expect(connection.answers == answers + 3)
+            try await connection.query("SELECT 3")
+            #expect(connection.answers == answers + 4)
         }
         await pool.close()
     }
@@ -286,9 +293,10 @@ struct DeadlineTests {
             faults.holdNextHandOver(for: .milliseconds(1400))
             let caller = Task {
                 try await pool.withConnection(timeout: .seconds(2)) { connection in
-                    if answerFirst { try await connection.execute("SELECT 1") }
-                    // The simple protocol: no PREPARE round trip (answered) before it.
-                    try await connection.execute("SELECT pg_sleep(5)")
+                    if answerFirst { try await connection.query("SELECT 1") }
+                    // On the connection the holder opened: prepared first (an answer that does
+                    // not count), then cut.
+                    try await connection.query("SELECT pg_sleep(5)")
                 }
             }
             try await Self.waitFor("the caller to wait") { pool.statistics.waiters == 1 }
@@ -310,6 +318,60 @@ struct DeadlineTests {
         try await lateCut()
         #expect(pool.statistics.failFastStarts == 1, "late cuts for 2 s with no answer")
         #expect(pool.statistics.deadlineExpiries == 4)
+        await pool.close()
+    }
+
+    @Test("two late cuts less than a second apart with nothing answered (waiters queued together, cut together) do not put the pool into fail-fast")
+    func lateCutsInABurst() async throws {
+        let (pool, faults) = try await Self.poolWithFaults()
+        try await pool.query("SELECT 1")
+        let (holder, open) = PoolTests.holder(on: pool)
+        defer { open.yield() }
+        try await Self.waitFor("the holder to get the connection") { pool.statistics.inUse == 1 }
+        // The first waiter gets the connection 1.4 s into its 2 s; the second, queued with it and
+        // with 0.5 s more, gets it when the first is cut, with about 0.5 s left.
+        faults.holdNextHandOver(for: .milliseconds(1400))
+        func waiter(_ timeout: Duration) -> Task<Void, any Error> {
+            Task { _ = try await pool.withConnection(timeout: timeout) { connection in try await connection.query("SELECT pg_sleep(5)") } }
+        }
+        let first = waiter(.seconds(2))
+        try await Self.waitFor("the first waiter") { pool.statistics.waiters == 1 }
+        let second = waiter(.milliseconds(2500))
+        try await Self.waitFor("the second waiter") { pool.statistics.waiters == 2 }
+        open.yield()
+        for caller in [first, second] {
+            let error = await #expect(throws: PostgresError.self) { try await caller.value }
+            #expect(error?.code == .timedOut, "\(String(describing: error))")
+        }
+        _ = try await holder.value
+        #expect(pool.statistics.deadlineExpiries == 2)
+        #expect(pool.statistics.failFastStarts == 0, "two late cuts within the window")
+        await pool.close()
+    }
+
+    @Test("a call cut after the fail-fast it belonged to ended starts no new one")
+    func cutAfterFailFastEnded() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 2))
+        let running = Counter()
+        // Two calls on a database that answers none of their statements; the first's cut starts
+        // fail-fast, and the probe (the database answers it) ends it before the second's cut.
+        func stuck(_ timeout: Duration) -> Task<Void, any Error> {
+            Task {
+                _ = try await pool.withConnection(timeout: timeout) { connection in
+                    running.increment()
+                    return try await connection.query("SELECT pg_sleep(20)")
+                }
+            }
+        }
+        let calls = [stuck(.seconds(1)), stuck(.seconds(3))]
+        try await Self.waitFor("both calls to run") { running.value == 2 }
+        for call in calls { _ = await #expect(throws: PostgresError.self) { try await call.value } }
+        #expect(pool.statistics.deadlineExpiries == 2)
+        #expect(pool.statistics.failFastStarts == 1, "the second cut belonged to the first episode")
+        // (Its probe may still be refused, when tests running beside it hold the server's
+        // connections.)
+        try await Self.waitFor("the probe to end fail-fast") { !pool.statistics.isFailingFast }
+        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
         await pool.close()
     }
 
