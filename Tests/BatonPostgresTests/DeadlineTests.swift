@@ -156,6 +156,13 @@ struct DeadlineTests {
         return (PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults)), faults)
     }
 
+    /// A holder of `pool`'s one connection, once it holds it; `open` lets it go.
+    static func heldConnection(of pool: PostgresPool) async throws -> (holder: Task<Void, any Error>, open: AsyncStream<Void>.Continuation) {
+        let (holder, open) = PoolTests.holder(on: pool)
+        try await waitFor("the holder to get the connection") { pool.statistics.inUse == 1 }
+        return (holder, open)
+    }
+
     /// Waits until `condition` holds, for at most 10 s: past that the test fails rather than hangs.
     static func waitFor(_ what: String, _ condition: () -> Bool) async throws {
         let end = ContinuousClock.now + .seconds(10)
@@ -232,8 +239,7 @@ struct DeadlineTests {
     func handedOverTooLate() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
-        let (holder, open) = PoolTests.holder(on: pool)
-        while pool.statistics.inUse == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let (holder, open) = try await Self.heldConnection(of: pool)
         // The holder frees the connection once the caller waits, well within its deadline; the
         // caller then takes past its deadline to get to it.
         faults.holdNextHandOver(for: .milliseconds(1500))
@@ -287,9 +293,8 @@ struct DeadlineTests {
         /// starts with less than `PostgresPool.silenceEvidence` left) and is cut at its deadline;
         /// with `answerFirst`, after the database answered its first statement.
         func lateCut(answerFirst: Bool = false) async throws {
-            let (holder, open) = PoolTests.holder(on: pool)
+            let (holder, open) = try await Self.heldConnection(of: pool)
             defer { open.yield() }
-            try await Self.waitFor("the holder to get the connection") { pool.statistics.inUse == 1 }
             faults.holdNextHandOver(for: .milliseconds(1400))
             let caller = Task {
                 try await pool.withConnection(timeout: .seconds(2)) { connection in
@@ -325,9 +330,8 @@ struct DeadlineTests {
     func lateCutsInABurst() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
-        let (holder, open) = PoolTests.holder(on: pool)
+        let (holder, open) = try await Self.heldConnection(of: pool)
         defer { open.yield() }
-        try await Self.waitFor("the holder to get the connection") { pool.statistics.inUse == 1 }
         // The first waiter gets the connection 1.4 s into its 2 s; the second, queued with it and
         // with 0.5 s more, gets it when the first is cut, with about 0.5 s left.
         faults.holdNextHandOver(for: .milliseconds(1400))
