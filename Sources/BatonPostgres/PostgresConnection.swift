@@ -58,9 +58,10 @@ public final class PostgresConnection: @unchecked Sendable {
     /// that check how many a piece of work costs.
     public internal(set) var roundTrips = 0
     /// Round trips whose answers were read to their end (an error from the server included),
-    /// but for those that only prepared a statement: parsing touches no storage, so a server
-    /// whose storage stalled may still answer it. The pool tells a database that answers from
-    /// one that has gone silent by it.
+    /// but for those that only prepared a statement: a preparation asks the server to parse
+    /// and plan, not to read or write the tables, so a server whose tables' storage stalled may
+    /// still answer it. The pool tells a database that answers from one that has gone silent by
+    /// it.
     public internal(set) var answers = 0
     /// Set when a statement sent ahead with `requiringRows` found none: later statements throw
     /// it without being sent, until ``restartTransaction()``.

@@ -40,8 +40,9 @@ public final class PostgresPool: Sendable {
         /// The deadline of one call, waiting included: past it the caller gets
         /// ``PostgresError/Code/timedOut`` at once, the statement (or a connect the server has not
         /// answered) is cancelled and the connection discarded, and the pool fails fast until the
-        /// database answers again (a call that started with its deadline nearly spent only when
-        /// such cuts go on with no call answered: `deadlinePassed`). A call whose deadline passes
+        /// database answers again — unless the call started with its deadline nearly spent (then
+        /// only when such cuts go on with nothing answered), or started before the last fail-fast
+        /// ended (`deadlinePassed`). A call whose deadline passes
         /// before anything of it reached the server (it waited for a connection, or a new one was
         /// being set up) gets ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
         public var callTimeout: Duration
@@ -121,12 +122,16 @@ public final class PostgresPool: Sendable {
         var failFastStarts = 0
         /// Set when a running call's deadline passed: new calls fail fast until a probe connects.
         var silentSince: ContinuousClock.Instant?
-        /// Calls the database answered (`release`; a late cut call that had an answer, in
+        /// Calls the database answered (`release`; a cut call that had an answer, in
         /// `deadlinePassed`): a late cut looks whether this moved since the first of its run.
         var answers = 0
-        /// The first late cut since the database last answered a call, and `answers` then
+        /// Connects the server answered (`connect`), whether or not their call's deadline had
+        /// cut the wait for them.
+        var connectsAnswered = 0
+        /// The first late cut since the database last answered a call, `answers` and
+        /// `connectsAnswered` then, and the longest window and limit of the run's cuts
         /// (`deadlinePassed`); cleared when fail-fast starts and when it ends.
-        var lateCuts: (since: ContinuousClock.Instant, answers: Int)?
+        var lateCuts: LateCuts?
         /// When fail-fast last ended: a call started before then, cut after, belongs to that
         /// episode (`deadlinePassed`).
         var silenceEnded: ContinuousClock.Instant?
@@ -778,6 +783,9 @@ public final class PostgresPool: Sendable {
                 let result = Result {
                     try PostgresConnection(conninfo: configuration.conninfo, limits: configuration.limits, faults: configuration.faults)
                 }
+                // The server answered (its start-up and the session's settings), even if the
+                // call's deadline has cut the wait for it.
+                if case .success = result { self.state.withLock { $0.connectsAnswered &+= 1 } }
                 loop.execute {
                     guard let waiting = call.connecting else { return }  // the deadline answered already
                     call.connecting = nil
@@ -808,33 +816,46 @@ public final class PostgresPool: Sendable {
     /// A call that started before the last fail-fast ended and is cut after belongs to that
     /// episode (the database was silent when it asked): it starts no new one.
     ///
-    /// A call that started late — with less than its `lateWindow` (``silenceEvidence``) left:
-    /// under overload, the head of a queue as long as the deadline — and was cut says the queue
-    /// was long more than that the database is silent; taking it for silence would throw away
-    /// every call waiting and replace the connection, again and again. Such a cut starts
-    /// fail-fast only when late cuts have gone on for that window with no call answered since
-    /// the first of them (a call cut after an answer of its own, `heard`, counts as answered;
-    /// a first late cut older than a deadline and the window is forgotten): a healthy database
-    /// under overload answers the calls between them, and a burst of late cuts (waiters queued
-    /// together, cut together) is not that long. A database that answers connects but no
-    /// statement (a stuck server, a pooler in front) is still found when every body starts late.
-    /// Not found while every call starts late, and found by the first cut call that started in
-    /// time: a database that answers some calls (reads) and not others (writes, on a stalled
-    /// disk), and one that answers no connect — a late connect cut is not counted at all, since
-    /// under overload it is routine: a slot a cut emptied reconnects with the time left.
+    /// A call that started late — with less than its `lateWindow` left: under overload, the
+    /// head of a queue as long as the deadline — and was cut (its statement, or its connect)
+    /// says the queue was long more than that the database is silent; taking it for silence
+    /// would throw away every call waiting and replace the connection, again and again. Such a
+    /// cut starts fail-fast only when late cuts have gone on for that window with no call
+    /// answered since the first of them (nor the cut call itself, `heard`); a late connect cut
+    /// counts only if no connect was answered since either (a slot a cut emptied reconnects
+    /// with the time left, and a healthy server answers that connect even after its call was
+    /// cut). A healthy database under overload answers between them, and a burst of late cuts
+    /// (waiters queued together, cut together) is not that long. A database that answers connects but no statement (a stuck server, a pooler
+    /// in front), or nothing at all, is still found when every call starts late. A run whose
+    /// first cut is older than two deadlines and the window is forgotten: with calls coming,
+    /// late cuts on a silent database follow each other within a deadline. Not found while
+    /// every call starts late, and found by the first cut call that started in time: a
+    /// database that answers some calls (reads) and not others (writes, on a stalled disk).
     private func deadlinePassed(_ cut: Cut) {
         let now = ContinuousClock.now
         let waiters = state.withLock { state -> Deque<Waiter>? in
             state.deadlineExpiries += 1
+            if cut.heard { state.answers &+= 1 }
             if let ended = state.silenceEnded, cut.started < ended { return nil }
             if let window = cut.lateWindow {
-                if cut.heard { state.answers &+= 1 }
-                if cut.connect { return nil }
-                guard let first = state.lateCuts, first.answers == state.answers, now - first.since < cut.limit + window else {
-                    state.lateCuts = (now, state.answers)
+                let first = LateCuts(
+                    since: now, answers: state.answers, connectsAnswered: state.connectsAnswered, window: window, limit: cut.limit)
+                guard var run = state.lateCuts, run.answers == state.answers else {
+                    state.lateCuts = first
                     return nil
                 }
-                guard now - first.since >= window else { return nil }
+                // A slot a cut emptied, reconnecting with the time left, on a server that
+                // answers connects: routine under overload.
+                if cut.connect, run.connectsAnswered != state.connectsAnswered { return nil }
+                run.window = max(run.window, window)
+                run.limit = max(run.limit, cut.limit)
+                let age = now - run.since
+                guard age < run.limit * 2 + run.window else {
+                    state.lateCuts = first
+                    return nil
+                }
+                state.lateCuts = run
+                guard age >= run.window else { return nil }
             }
             guard state.silentSince == nil, !state.closed else { return nil }
             state.silentSince = .now
@@ -918,14 +939,24 @@ private struct Waiter {
 private struct Cut {
     /// When the call started its connect or its body (`run`).
     var started: ContinuousClock.Instant
-    /// ``PostgresPool/silenceEvidence`` for this call, if it started with less than that left.
+    /// The least of ``PostgresPool/silenceEvidence`` and half the call's limit, if it started
+    /// with less than that left.
     var lateWindow: Duration?
-    /// The call's deadline.
+    /// How long the call may take, waiting included (its deadline's distance from its start).
     var limit: Duration
     /// The call had an answer of its own before the cut.
     var heard = false
     /// What was cut was a connect.
     var connect = false
+}
+
+/// A run of late cuts with nothing answered since its first (`PostgresPool.deadlinePassed`).
+private struct LateCuts {
+    var since: ContinuousClock.Instant
+    var answers: Int
+    var connectsAnswered: Int
+    var window: Duration
+    var limit: Duration
 }
 
 /// What the deadline's timer and the running call share; touched only on the slot's loop.

@@ -335,8 +335,14 @@ struct DeadlineTests {
         // The first waiter gets the connection 1.4 s into its 2 s; the second, queued with it and
         // with 0.5 s more, gets it when the first is cut, with about 0.5 s left.
         faults.holdNextHandOver(for: .milliseconds(1400))
+        let runs = Counter()
         func waiter(_ timeout: Duration) -> Task<Void, any Error> {
-            Task { _ = try await pool.withConnection(timeout: timeout) { connection in try await connection.query("SELECT pg_sleep(5)") } }
+            Task {
+                _ = try await pool.withConnection(timeout: timeout) { connection in
+                    runs.increment()
+                    return try await connection.query("SELECT pg_sleep(5)")
+                }
+            }
         }
         let first = waiter(.seconds(2))
         try await Self.waitFor("the first waiter") { pool.statistics.waiters == 1 }
@@ -349,6 +355,7 @@ struct DeadlineTests {
         }
         _ = try await holder.value
         #expect(pool.statistics.deadlineExpiries == 2)
+        #expect(runs.value == 2, "both cuts were of statements (the second's connect was not cut)")
         #expect(pool.statistics.failFastStarts == 0, "two late cuts within the window")
         await pool.close()
     }
@@ -356,25 +363,27 @@ struct DeadlineTests {
     @Test("a call cut after the fail-fast it belonged to ended starts no new one")
     func cutAfterFailFastEnded() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 2))
-        let running = Counter()
+        let (running, ended) = (Counter(), Counter())
         // Two calls on a database that answers none of their statements; the first's cut starts
         // fail-fast, and the probe (the database answers it) ends it before the second's cut.
         func stuck(_ timeout: Duration) -> Task<Void, any Error> {
             Task {
+                defer { ended.increment() }
                 _ = try await pool.withConnection(timeout: timeout) { connection in
                     running.increment()
                     return try await connection.query("SELECT pg_sleep(20)")
                 }
             }
         }
-        let calls = [stuck(.seconds(1)), stuck(.seconds(3))]
+        let (first, second) = (stuck(.seconds(1)), stuck(.seconds(3)))
         try await Self.waitFor("both calls to run") { running.value == 2 }
-        for call in calls { _ = await #expect(throws: PostgresError.self) { try await call.value } }
+        _ = await #expect(throws: PostgresError.self) { try await first.value }
+        #expect(pool.statistics.failFastStarts == 1)
+        try await Self.waitFor("the probe to end fail-fast") { !pool.statistics.isFailingFast }
+        #expect(ended.value == 1, "the second call still ran when fail-fast ended")
+        _ = await #expect(throws: PostgresError.self) { try await second.value }
         #expect(pool.statistics.deadlineExpiries == 2)
         #expect(pool.statistics.failFastStarts == 1, "the second cut belonged to the first episode")
-        // (Its probe may still be refused, when tests running beside it hold the server's
-        // connections.)
-        try await Self.waitFor("the probe to end fail-fast") { !pool.statistics.isFailingFast }
         #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
         await pool.close()
     }
