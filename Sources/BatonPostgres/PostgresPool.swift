@@ -855,7 +855,9 @@ public final class PostgresPool: Sendable {
                     return nil
                 }
                 state.lateCuts = run
-                guard age >= run.window else { return nil }
+                // A new connection costs the server a process: under load it can take longer than
+                // a short deadline's window, so a connect cut waits for the full evidence.
+                guard age >= (cut.connect ? max(run.window, Self.silenceEvidence) : run.window) else { return nil }
             }
             guard state.silentSince == nil, !state.closed else { return nil }
             state.silentSince = .now
