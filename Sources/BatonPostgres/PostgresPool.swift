@@ -824,7 +824,7 @@ public final class PostgresPool: Sendable {
     /// answered since the first of them (nor the cut call itself, `heard`); a late connect cut
     /// counts only if no connect was answered since either (a slot a cut emptied reconnects
     /// with the time left, and a healthy server answers that connect even after its call was
-    /// cut). A healthy database under overload answers between them, and a burst of late cuts
+    /// cut), and starts fail-fast only after a full ``silenceEvidence``. A healthy database under overload answers between them, and a burst of late cuts
     /// (waiters queued together, cut together) is not that long. A database that answers connects but no statement (a stuck server, a pooler
     /// in front), or nothing at all, is still found when every call starts late. A run whose
     /// first cut is older than two deadlines and the window is forgotten: with calls coming,
