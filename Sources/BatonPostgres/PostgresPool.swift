@@ -41,10 +41,10 @@ public final class PostgresPool: Sendable {
         /// ``PostgresError/Code/timedOut`` at once, the statement (or a connect the server has not
         /// answered) is cancelled and the connection discarded, and the pool fails fast until the
         /// database answers again — unless the call started with its deadline nearly spent (then
-        /// only when such cuts go on with nothing answered), or started before the last fail-fast
-        /// ended (`deadlinePassed`). A call whose deadline passes
-        /// before anything of it reached the server (it waited for a connection, or a new one was
-        /// being set up) gets ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
+        /// only when such cuts go on with nothing answered), or started before the last
+        /// fail-fast ended (`deadlinePassed`). A call whose deadline passes before anything of it
+        /// reached the server (it waited for a connection, or a new one was being set up) gets
+        /// ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
         public var callTimeout: Duration
         /// Server-side bounds set on every connection.
         public var limits: PostgresConnection.Limits
@@ -691,8 +691,8 @@ public final class PostgresPool: Sendable {
     /// How long the database must have been asked and not answered for a cut to be taken for
     /// silence (`deadlinePassed`), or half a call's limit if that is less: a call cut after it
     /// started with at least this much of its deadline left (measured when `run` starts; opening
-    /// a connection counts as the database's time), or late statement cuts going on this long
-    /// with no call answered.
+    /// a connection counts as the database's time), or late cuts going on this long with
+    /// nothing answered (`deadlinePassed`; for a connect cut, this whatever the limit).
     static let silenceEvidence = Duration.seconds(1)
 
     /// How long an idle connection may keep a read-only snapshot open, waiting for a lease to
@@ -821,16 +821,21 @@ public final class PostgresPool: Sendable {
     /// says the queue was long more than that the database is silent; taking it for silence
     /// would throw away every call waiting and replace the connection, again and again. Such a
     /// cut starts fail-fast only when late cuts have gone on for that window with no call
-    /// answered since the first of them (nor the cut call itself, `heard`); a late connect cut
-    /// counts only if no connect was answered since either (a slot a cut emptied reconnects
-    /// with the time left, and a healthy server answers that connect even after its call was
-    /// cut), and starts fail-fast only after a full ``silenceEvidence``. A healthy database under overload answers between them, and a burst of late cuts
-    /// (waiters queued together, cut together) is not that long. A database that answers connects but no statement (a stuck server, a pooler
-    /// in front), or nothing at all, is still found when every call starts late. A run whose
-    /// first cut is older than two deadlines and the window is forgotten: with calls coming,
-    /// late cuts on a silent database follow each other within a deadline. Not found while
-    /// every call starts late, and found by the first cut call that started in time: a
-    /// database that answers some calls (reads) and not others (writes, on a stalled disk).
+    /// answered since the first of them (nor the cut call itself, `heard`). A late connect cut
+    /// counts only if no connect was answered since then either (a slot a cut emptied
+    /// reconnects with the time left, and a healthy server answers that connect even after its
+    /// call was cut), and it needs a full ``silenceEvidence``, whatever the deadline (a new
+    /// connection costs the server a process, which under load can take longer than a short
+    /// deadline's window).
+    ///
+    /// A healthy database under overload answers between late cuts, and a burst of them
+    /// (waiters queued together, cut together) is not that long. A database that answers
+    /// connects but no statement (a stuck server, a pooler in front), or nothing at all, is
+    /// still found when every call starts late. A run whose first cut is older than two
+    /// deadlines and the window is forgotten: with calls coming, late cuts on a silent database
+    /// follow each other within a deadline. Not found while every call starts late, and found
+    /// by the first cut call that started in time: a database that answers some calls (reads)
+    /// and not others (writes, on a stalled disk).
     private func deadlinePassed(_ cut: Cut) {
         let now = ContinuousClock.now
         let waiters = state.withLock { state -> Deque<Waiter>? in
