@@ -274,7 +274,8 @@ struct DeadlineTests {
             await #expect(throws: PostgresError.self) { try await connection.execute("SELECT 1/0") }
             #expect(connection.answers == answers + 2, "an error is the server's answer")
             // Two statements new to the connection: each is prepared first (a round trip whose
-            // answer is not counted: parsing touches no storage), then both run in one.
+            // answer is not counted: the server parses and plans, reading no table), then both
+            // run in one.
             let trips = connection.roundTrips
             _ = try await connection.pipeline([("SELECT 1", []), ("SELECT 2", [])])
             #expect(connection.roundTrips == trips + 3)
@@ -364,8 +365,8 @@ struct DeadlineTests {
     func cutAfterFailFastEnded() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 2))
         let (running, ended) = (Counter(), Counter())
-        // Two calls on a database that answers none of their statements; the first's cut starts
-        // fail-fast, and the probe (the database answers it) ends it before the second's cut.
+        // Two calls whose statements get no answer in time; the first's cut starts fail-fast, and
+        // the probe (the database answers it) ends it before the second's cut.
         func stuck(_ timeout: Duration) -> Task<Void, any Error> {
             Task {
                 defer { ended.increment() }
