@@ -361,6 +361,50 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    @Test("a database host that stops answering while every call starts late: the late connect cuts put the pool into fail-fast after a second")
+    func lateConnectCuts() async throws {
+        let conninfo = try await TestDatabase.make()
+        let address = try await TestDatabase.tcpAddress()
+        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
+        let faults = PostgresFaults()
+        let pool = PostgresPool(
+            configuration: .init(
+                conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 1, faults: faults))
+        try await pool.query("SELECT 1")
+        let (holder, open) = try await Self.heldConnection(of: pool)
+        defer { open.yield() }
+        // Three waiters queued together, each handed the connection's place when the one before
+        // is cut, with 0.9 s of its deadline left: the first's statement is cut, the next two's
+        // connects (the place lost its connection with the cut) get no answer either.
+        faults.holdNextHandOver(for: .milliseconds(1400))
+        let runs = Counter()
+        func waiter(_ timeout: Duration) -> Task<Void, any Error> {
+            Task {
+                _ = try await pool.withConnection(timeout: timeout) { connection in
+                    runs.increment()
+                    return try await connection.query("SELECT 1")
+                }
+            }
+        }
+        var waiters: [Task<Void, any Error>] = []
+        for (index, timeout) in [Duration.seconds(2), .milliseconds(2900), .milliseconds(3800)].enumerated() {
+            waiters.append(waiter(timeout))
+            try await Self.waitFor("waiter \(index + 1)") { pool.statistics.waiters == index + 1 }
+        }
+        try proxy.send("blackhole")
+        open.yield()
+        for waiter in waiters {
+            let error = await #expect(throws: PostgresError.self) { try await waiter.value }
+            #expect(error?.code == .timedOut, "\(String(describing: error))")
+        }
+        #expect(runs.value == 1, "only the first reached its body; the others' connects were cut")
+        #expect(pool.statistics.deadlineExpiries == 3)
+        #expect(pool.statistics.failFastStarts == 1, "late cuts for 1.8 s with nothing answered, connects included")
+        try proxy.send("up")
+        _ = try await holder.value
+        await pool.close()
+    }
+
     @Test("a call cut after the fail-fast it belonged to ended starts no new one")
     func cutAfterFailFastEnded() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 2))
@@ -376,7 +420,9 @@ struct DeadlineTests {
                 }
             }
         }
-        let (first, second) = (stuck(.seconds(1)), stuck(.seconds(3)))
+        // Deadlines of 2 s or more: a call whose start a loop held up (another test holds one for
+        // 500 ms on purpose, when tests run in parallel) still starts with its second of evidence.
+        let (first, second) = (stuck(.seconds(2)), stuck(.seconds(4)))
         try await Self.waitFor("both calls to run") { running.value == 2 }
         _ = await #expect(throws: PostgresError.self) { try await first.value }
         #expect(pool.statistics.failFastStarts == 1)
@@ -396,7 +442,8 @@ struct DeadlineTests {
         let holding = Counter()
         // The one connection's call goes silent past its deadline: the pool then fails fast.
         let holder = Task {
-            try await pool.withConnection(timeout: .seconds(1)) { connection in
+            // 2 s: started with a full second of evidence left, even if a loop held up its start.
+            try await pool.withConnection(timeout: .seconds(2)) { connection in
                 holding.increment()
                 return try await connection.query("SELECT pg_sleep(20)")
             }
