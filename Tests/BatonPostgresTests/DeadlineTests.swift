@@ -163,6 +163,26 @@ struct DeadlineTests {
         return (holder, open)
     }
 
+    /// Callers of `sql` on `pool`, each with its timeout, queued in order (each waits for a
+    /// connection before the next asks), and a count of the bodies that started.
+    static func queuedCallers(
+        on pool: PostgresPool, timeouts: [Duration], _ sql: String
+    ) async throws -> (callers: [Task<Void, any Error>], runs: Counter) {
+        let runs = Counter()
+        var callers: [Task<Void, any Error>] = []
+        for (index, timeout) in timeouts.enumerated() {
+            callers.append(
+                Task {
+                    _ = try await pool.withConnection(timeout: timeout) { connection in
+                        runs.increment()
+                        return try await connection.query(sql)
+                    }
+                })
+            try await waitFor("caller \(index + 1) to wait") { pool.statistics.waiters == index + 1 }
+        }
+        return (callers, runs)
+    }
+
     /// Waits until `condition` holds, for at most 10 s: past that the test fails rather than hangs.
     static func waitFor(_ what: String, _ condition: () -> Bool) async throws {
         let end = ContinuousClock.now + .seconds(10)
@@ -336,21 +356,9 @@ struct DeadlineTests {
         // The first waiter gets the connection 1.4 s into its 2 s; the second, queued with it and
         // with 0.5 s more, gets it when the first is cut, with about 0.5 s left.
         faults.holdNextHandOver(for: .milliseconds(1400))
-        let runs = Counter()
-        func waiter(_ timeout: Duration) -> Task<Void, any Error> {
-            Task {
-                _ = try await pool.withConnection(timeout: timeout) { connection in
-                    runs.increment()
-                    return try await connection.query("SELECT pg_sleep(5)")
-                }
-            }
-        }
-        let first = waiter(.seconds(2))
-        try await Self.waitFor("the first waiter") { pool.statistics.waiters == 1 }
-        let second = waiter(.milliseconds(2500))
-        try await Self.waitFor("the second waiter") { pool.statistics.waiters == 2 }
+        let (callers, runs) = try await Self.queuedCallers(on: pool, timeouts: [.seconds(2), .milliseconds(2500)], "SELECT pg_sleep(5)")
         open.yield()
-        for caller in [first, second] {
+        for caller in callers {
             let error = await #expect(throws: PostgresError.self) { try await caller.value }
             #expect(error?.code == .timedOut, "\(String(describing: error))")
         }
@@ -377,20 +385,8 @@ struct DeadlineTests {
         // is cut, with 0.9 s of its deadline left: the first's statement is cut, the next two's
         // connects (the place lost its connection with the cut) get no answer either.
         faults.holdNextHandOver(for: .milliseconds(1400))
-        let runs = Counter()
-        func waiter(_ timeout: Duration) -> Task<Void, any Error> {
-            Task {
-                _ = try await pool.withConnection(timeout: timeout) { connection in
-                    runs.increment()
-                    return try await connection.query("SELECT 1")
-                }
-            }
-        }
-        var waiters: [Task<Void, any Error>] = []
-        for (index, timeout) in [Duration.seconds(2), .milliseconds(2900), .milliseconds(3800)].enumerated() {
-            waiters.append(waiter(timeout))
-            try await Self.waitFor("waiter \(index + 1)") { pool.statistics.waiters == index + 1 }
-        }
+        let (waiters, runs) = try await Self.queuedCallers(
+            on: pool, timeouts: [.seconds(2), .milliseconds(2900), .milliseconds(3800)], "SELECT 1")
         try proxy.send("blackhole")
         open.yield()
         for waiter in waiters {
