@@ -141,6 +141,31 @@ public final class PostgresPool: Sendable {
         /// moved on only for callers on an event loop, with several database threads.
         var nextWaitingThread = 0
 
+        /// Whether a late cut (`deadlinePassed`) is evidence of a silent database: late cuts have
+        /// gone on for the run's window with nothing answered since its first. Starts a run, or
+        /// adds the cut to the current one.
+        mutating func lateCutIsEvidence(_ cut: Cut, window: Duration, at now: ContinuousClock.Instant) -> Bool {
+            let first = LateCuts(since: now, answers: answers, connectsAnswered: connectsAnswered, window: window, limit: cut.limit)
+            guard var run = lateCuts, run.answers == answers else {
+                lateCuts = first
+                return false
+            }
+            // A slot a cut emptied, reconnecting with the time left, on a server that answers
+            // connects: routine under overload.
+            if cut.connect, run.connectsAnswered != connectsAnswered { return false }
+            run.window = max(run.window, window)
+            run.limit = max(run.limit, cut.limit)
+            let age = now - run.since
+            guard age < run.limit * 2 + run.window else {
+                lateCuts = first
+                return false
+            }
+            lateCuts = run
+            // A new connection costs the server a process: under load it can take longer than a
+            // short deadline's window, so a connect cut waits for the full evidence.
+            return age >= (cut.connect ? max(run.window, PostgresPool.silenceEvidence) : run.window)
+        }
+
         /// An idle slot: the most recently used one on the calling thread's loop if there is one
         /// (the body then runs where its caller is, with no hop), else the most recently used.
         /// On database threads too: a caller with no event loop of its own resumes on the loop
@@ -176,6 +201,8 @@ public final class PostgresPool: Sendable {
     private let timerLoop: any EventLoop
     /// The pool's places, in order: slot `i` is driven by loop `i % loops`.
     private let slots: [Slot]
+    /// ``silenceEvidence`` for a call with the configured deadline, worked out once.
+    private let callEvidence: Duration
 
     /// Creates a pool. Connections are opened lazily, on first use.
     /// - Parameters:
@@ -194,6 +221,7 @@ public final class PostgresPool: Sendable {
         let loops = Self.loops
         let slots = (0..<configuration.maxConnections).map { Slot(loop: loops[$0 % loops.count]) }
         self.slots = slots
+        self.callEvidence = min(Self.silenceEvidence, configuration.callTimeout / 2)
         state.withLock { $0.idle = slots.reversed() }
     }
 
@@ -590,7 +618,7 @@ public final class PostgresPool: Sendable {
         guard now < deadline else { throw tooLate(slot, "no database connection became free within the call's deadline") }
         let call = CallState()
         // Time spent opening a connection counts as time the database had.
-        let evidence = min(Self.silenceEvidence, limit / 2)
+        let evidence = limit == configuration.callTimeout ? callEvidence : min(Self.silenceEvidence, limit / 2)
         let window = deadline - now < evidence ? evidence : nil
         let timer = loop.schedule(after: deadline - now) { [self] in
             var cut = Cut(started: now, lateWindow: window, limit: limit)
@@ -842,28 +870,7 @@ public final class PostgresPool: Sendable {
             state.deadlineExpiries += 1
             if cut.heard { state.answers &+= 1 }
             if let ended = state.silenceEnded, cut.started < ended { return nil }
-            if let window = cut.lateWindow {
-                let first = LateCuts(
-                    since: now, answers: state.answers, connectsAnswered: state.connectsAnswered, window: window, limit: cut.limit)
-                guard var run = state.lateCuts, run.answers == state.answers else {
-                    state.lateCuts = first
-                    return nil
-                }
-                // A slot a cut emptied, reconnecting with the time left, on a server that
-                // answers connects: routine under overload.
-                if cut.connect, run.connectsAnswered != state.connectsAnswered { return nil }
-                run.window = max(run.window, window)
-                run.limit = max(run.limit, cut.limit)
-                let age = now - run.since
-                guard age < run.limit * 2 + run.window else {
-                    state.lateCuts = first
-                    return nil
-                }
-                state.lateCuts = run
-                // A new connection costs the server a process: under load it can take longer than
-                // a short deadline's window, so a connect cut waits for the full evidence.
-                guard age >= (cut.connect ? max(run.window, Self.silenceEvidence) : run.window) else { return nil }
-            }
+            if let window = cut.lateWindow, !state.lateCutIsEvidence(cut, window: window, at: now) { return nil }
             guard state.silentSince == nil, !state.closed else { return nil }
             state.silentSince = .now
             state.failFastStarts += 1

@@ -163,24 +163,33 @@ struct DeadlineTests {
         return (holder, open)
     }
 
-    /// Callers of `sql` on `pool`, each with its timeout, queued in order (each waits for a
-    /// connection before the next asks), and a count of the bodies that started.
+    /// Callers running `statements` on `pool`, one after the other, each within its timeout,
+    /// queued in order (each waits for a connection before the next asks), and a count of the
+    /// bodies that started.
     static func queuedCallers(
-        on pool: PostgresPool, timeouts: [Duration], _ sql: String
+        on pool: PostgresPool, timeouts: [Duration], _ statements: [String]
     ) async throws -> (callers: [Task<Void, any Error>], runs: Counter) {
         let runs = Counter()
         var callers: [Task<Void, any Error>] = []
         for (index, timeout) in timeouts.enumerated() {
             callers.append(
                 Task {
-                    _ = try await pool.withConnection(timeout: timeout) { connection in
+                    try await pool.withConnection(timeout: timeout) { connection in
                         runs.increment()
-                        return try await connection.query(sql)
+                        for sql in statements { try await connection.query(sql) }
                     }
                 })
             try await waitFor("caller \(index + 1) to wait") { pool.statistics.waiters == index + 1 }
         }
         return (callers, runs)
+    }
+
+    /// Expects every one of `callers` to fail with `timedOut`: its deadline cut it.
+    static func expectCut(_ callers: [Task<Void, any Error>]) async {
+        for caller in callers {
+            let error = await #expect(throws: PostgresError.self) { try await caller.value }
+            #expect(error?.code == .timedOut, "\(String(describing: error))")
+        }
     }
 
     /// Waits until `condition` holds, for at most 10 s: past that the test fails rather than hangs.
@@ -263,16 +272,9 @@ struct DeadlineTests {
         // The holder frees the connection once the caller waits, well within its deadline; the
         // caller then takes past its deadline to get to it.
         faults.holdNextHandOver(for: .milliseconds(1500))
-        let runs = Counter()
-        let caller = Task {
-            try await pool.withConnection(timeout: .seconds(1)) { connection in
-                runs.increment()
-                return try await connection.query("SELECT 1")
-            }
-        }
-        while pool.statistics.waiters == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let (callers, runs) = try await Self.queuedCallers(on: pool, timeouts: [.seconds(1)], ["SELECT 1"])
         open.yield()
-        let error = await #expect(throws: PostgresError.self) { try await caller.value }
+        let error = await #expect(throws: PostgresError.self) { try await callers[0].value }
         _ = try await holder.value
         #expect(error?.code == .poolTimeout)
         #expect(runs.value == 0, "the body started after its deadline")
@@ -317,18 +319,12 @@ struct DeadlineTests {
             let (holder, open) = try await Self.heldConnection(of: pool)
             defer { open.yield() }
             faults.holdNextHandOver(for: .milliseconds(1400))
-            let caller = Task {
-                try await pool.withConnection(timeout: .seconds(2)) { connection in
-                    if answerFirst { try await connection.query("SELECT 1") }
-                    // On the connection the holder opened: prepared first (an answer that does
-                    // not count), then cut.
-                    try await connection.query("SELECT pg_sleep(5)")
-                }
-            }
-            try await Self.waitFor("the caller to wait") { pool.statistics.waiters == 1 }
+            // On the connection the holder opened, `pg_sleep` is prepared first (an answer that
+            // does not count), then cut.
+            let (callers, _) = try await Self.queuedCallers(
+                on: pool, timeouts: [.seconds(2)], answerFirst ? ["SELECT 1", "SELECT pg_sleep(5)"] : ["SELECT pg_sleep(5)"])
             open.yield()
-            let error = await #expect(throws: PostgresError.self) { try await caller.value }
-            #expect(error?.code == .timedOut, "\(String(describing: error))")
+            await Self.expectCut(callers)
             _ = try await holder.value
         }
         try await lateCut()
@@ -356,12 +352,9 @@ struct DeadlineTests {
         // The first waiter gets the connection 1.4 s into its 2 s; the second, queued with it and
         // with 0.5 s more, gets it when the first is cut, with about 0.5 s left.
         faults.holdNextHandOver(for: .milliseconds(1400))
-        let (callers, runs) = try await Self.queuedCallers(on: pool, timeouts: [.seconds(2), .milliseconds(2500)], "SELECT pg_sleep(5)")
+        let (callers, runs) = try await Self.queuedCallers(on: pool, timeouts: [.seconds(2), .milliseconds(2500)], ["SELECT pg_sleep(5)"])
         open.yield()
-        for caller in callers {
-            let error = await #expect(throws: PostgresError.self) { try await caller.value }
-            #expect(error?.code == .timedOut, "\(String(describing: error))")
-        }
+        await Self.expectCut(callers)
         _ = try await holder.value
         #expect(pool.statistics.deadlineExpiries == 2)
         #expect(runs.value == 2, "both cuts were of statements (the second's connect was not cut)")
@@ -386,13 +379,10 @@ struct DeadlineTests {
         // connects (the place lost its connection with the cut) get no answer either.
         faults.holdNextHandOver(for: .milliseconds(1400))
         let (waiters, runs) = try await Self.queuedCallers(
-            on: pool, timeouts: [.seconds(2), .milliseconds(2900), .milliseconds(3800)], "SELECT 1")
+            on: pool, timeouts: [.seconds(2), .milliseconds(2900), .milliseconds(3800)], ["SELECT 1"])
         try proxy.send("blackhole")
         open.yield()
-        for waiter in waiters {
-            let error = await #expect(throws: PostgresError.self) { try await waiter.value }
-            #expect(error?.code == .timedOut, "\(String(describing: error))")
-        }
+        await Self.expectCut(waiters)
         #expect(runs.value == 1, "only the first reached its body; the others' connects were cut")
         #expect(pool.statistics.deadlineExpiries == 3)
         #expect(pool.statistics.failFastStarts == 1, "late cuts for 1.8 s with nothing answered, connects included")

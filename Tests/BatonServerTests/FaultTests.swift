@@ -60,9 +60,7 @@ struct FaultTests {
             #expect(ready.status == .serviceUnavailable)
             // What an operator sees: the pool failing fast, once begun, after calls were cut.
             let metrics = try await client.execute(uri: "/metrics", method: .get, headers: [:]).text
-            func sample(_ name: String) -> Double? {
-                metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.dropFirst(name.count + 1)) }
-            }
+            func sample(_ name: String) -> Double? { ObservabilityTests.samples(metrics).first { $0.name == name }?.value }
             #expect(sample("baton_db_pool_failing_fast") == 1, "\(metrics)")
             #expect(sample("baton_db_pool_fail_fast_starts_total") == 1)
             #expect((sample("baton_db_pool_deadline_expiries_total") ?? 0) >= 1)
