@@ -312,21 +312,7 @@ struct DeadlineTests {
     func lateCuts() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
-        /// A caller waits for the connection, gets to it 1.4 s into its 2 s deadline (its body
-        /// starts with less than `PostgresPool.silenceEvidence` left) and is cut at its deadline;
-        /// with `answerFirst`, after the database answered its first statement.
-        func lateCut(answerFirst: Bool = false) async throws {
-            let (holder, open) = try await Self.heldConnection(of: pool)
-            defer { open.yield() }
-            faults.holdNextHandOver(for: .milliseconds(1400))
-            // On the connection the holder opened, `pg_sleep` is prepared first (an answer that
-            // does not count), then cut.
-            let (callers, _) = try await Self.queuedCallers(
-                on: pool, timeouts: [.seconds(2)], answerFirst ? ["SELECT 1", "SELECT pg_sleep(5)"] : ["SELECT pg_sleep(5)"])
-            open.yield()
-            await Self.expectCut(callers)
-            _ = try await holder.value
-        }
+        func lateCut(answerFirst: Bool = false) async throws { try await Self.lateCut(on: pool, faults, answerFirst: answerFirst) }
         try await lateCut()
         #expect(pool.statistics.failFastStarts == 0, "one late cut says the queue was long")
         // The database answers a call: late cuts are judged from the next one on.
@@ -340,6 +326,39 @@ struct DeadlineTests {
         try await lateCut()
         #expect(pool.statistics.failFastStarts == 1, "late cuts for 2 s with no answer")
         #expect(pool.statistics.deadlineExpiries == 4)
+        await pool.close()
+    }
+
+    /// A caller waits for `pool`'s one connection, gets to it 1.4 s into its 2 s deadline (its
+    /// body starts with less than `PostgresPool.silenceEvidence` left) and is cut at its
+    /// deadline; with `answerFirst`, after the database answered its first statement.
+    static func lateCut(on pool: PostgresPool, _ faults: PostgresFaults, answerFirst: Bool = false) async throws {
+        let (holder, open) = try await heldConnection(of: pool)
+        defer { open.yield() }
+        faults.holdNextHandOver(for: .milliseconds(1400))
+        // On the connection the holder opened, `pg_sleep` is prepared first (an answer that does
+        // not count), then cut.
+        let (callers, _) = try await queuedCallers(
+            on: pool, timeouts: [.seconds(2)], answerFirst ? ["SELECT 1", "SELECT pg_sleep(5)"] : ["SELECT pg_sleep(5)"])
+        open.yield()
+        await expectCut(callers)
+        _ = try await holder.value
+    }
+
+    @Test("a late cut long after the last one, with no call in between, starts a new run: a quiet spell is not taken for silence")
+    func lateCutsForgotten() async throws {
+        let (pool, faults) = try await Self.poolWithFaults()
+        try await pool.query("SELECT 1")
+        try await Self.lateCut(on: pool, faults)
+        // No call at all for a while (the run is forgotten after two 2 s deadlines and its 1 s
+        // window): the next late cut comes about 6 s after the first, with nothing answered since.
+        try await Task.sleep(for: .seconds(4))
+        try await Self.lateCut(on: pool, faults)
+        #expect(pool.statistics.deadlineExpiries == 2)
+        #expect(pool.statistics.failFastStarts == 0, "the second late cut started a run of its own")
+        // Within the run's window and limits, a third late cut with nothing answered is evidence.
+        try await Self.lateCut(on: pool, faults)
+        #expect(pool.statistics.failFastStarts == 1)
         await pool.close()
     }
 
@@ -388,6 +407,31 @@ struct DeadlineTests {
         #expect(pool.statistics.failFastStarts == 1, "late cuts for 1.8 s with nothing answered, connects included")
         try proxy.send("up")
         _ = try await holder.value
+        await pool.close()
+    }
+
+    @Test("late connect cuts on a server that answers connects, only slowly: a slot a cut emptied reconnecting under load is not taken for silence")
+    func lateConnectCutsAnswered() async throws {
+        let (pool, faults) = try await Self.poolWithFaults()
+        try await pool.query("SELECT 1")
+        let (holder, open) = try await Self.heldConnection(of: pool)
+        defer { open.yield() }
+        // Every connect takes 1.3 s. Three waiters queued together: the first gets the
+        // connection 1.4 s into its 2 s and its statement is cut, which empties the place; the
+        // second's connect starts with 0.9 s left and is cut, then answered (0.4 s later); the
+        // third's starts with 0.8 s left and is cut 1.7 s into the run, after that answer.
+        faults.delayConnects(by: .milliseconds(1300))
+        faults.holdNextHandOver(for: .milliseconds(1400))
+        let (waiters, runs) = try await Self.queuedCallers(
+            on: pool, timeouts: [.seconds(2), .milliseconds(2900), .milliseconds(3700)], ["SELECT pg_sleep(5)"])
+        open.yield()
+        await Self.expectCut(waiters)
+        #expect(runs.value == 1, "only the first reached its body; the others' connects were cut")
+        #expect(pool.statistics.deadlineExpiries == 3)
+        #expect(pool.statistics.failFastStarts == 0, "a connect was answered since the run's first cut")
+        _ = try await holder.value
+        faults.delayConnects(by: nil)
+        #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
         await pool.close()
     }
 
