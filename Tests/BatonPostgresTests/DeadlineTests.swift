@@ -329,20 +329,33 @@ struct DeadlineTests {
         await pool.close()
     }
 
-    /// A caller waits for `pool`'s one connection, gets to it 1.4 s into its 2 s deadline (its
-    /// body starts with less than `PostgresPool.silenceEvidence` left) and is cut at its
-    /// deadline; with `answerFirst`, after the database answered its first statement.
-    static func lateCut(on pool: PostgresPool, _ faults: PostgresFaults, answerFirst: Bool = false) async throws {
+    /// Callers queued together behind a holder of `pool`'s one connection, running
+    /// `statements` within `timeouts`, all expected to be cut: the first gets the connection
+    /// 1.4 s after the holder lets it go (with a 2 s deadline, its body starts with less than
+    /// `PostgresPool.silenceEvidence` left), each next one when the one before is cut.
+    /// `whileQueued` runs before the holder lets go. Returns how many bodies started.
+    static func lateCallers(
+        on pool: PostgresPool, _ faults: PostgresFaults, timeouts: [Duration], _ statements: [String],
+        whileQueued: () throws -> Void = {}
+    ) async throws -> Int {
         let (holder, open) = try await heldConnection(of: pool)
         defer { open.yield() }
         faults.holdNextHandOver(for: .milliseconds(1400))
-        // On the connection the holder opened, `pg_sleep` is prepared first (an answer that does
-        // not count), then cut.
-        let (callers, _) = try await queuedCallers(
-            on: pool, timeouts: [.seconds(2)], answerFirst ? ["SELECT 1", "SELECT pg_sleep(5)"] : ["SELECT pg_sleep(5)"])
+        let (callers, runs) = try await queuedCallers(on: pool, timeouts: timeouts, statements)
+        try whileQueued()
         open.yield()
         await expectCut(callers)
         _ = try await holder.value
+        return runs.value
+    }
+
+    /// One late caller (`lateCallers`) with a 2 s deadline, cut in `pg_sleep`; with
+    /// `answerFirst`, after the database answered its first statement.
+    static func lateCut(on pool: PostgresPool, _ faults: PostgresFaults, answerFirst: Bool = false) async throws {
+        // On the connection the holder opened, `pg_sleep` is prepared first (an answer that does
+        // not count), then cut.
+        _ = try await lateCallers(
+            on: pool, faults, timeouts: [.seconds(2)], answerFirst ? ["SELECT 1", "SELECT pg_sleep(5)"] : ["SELECT pg_sleep(5)"])
     }
 
     @Test("a late cut long after the last one, with no call in between, starts a new run: a quiet spell is not taken for silence")
@@ -366,17 +379,11 @@ struct DeadlineTests {
     func lateCutsInABurst() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
-        let (holder, open) = try await Self.heldConnection(of: pool)
-        defer { open.yield() }
         // The first waiter gets the connection 1.4 s into its 2 s; the second, queued with it and
         // with 0.5 s more, gets it when the first is cut, with about 0.5 s left.
-        faults.holdNextHandOver(for: .milliseconds(1400))
-        let (callers, runs) = try await Self.queuedCallers(on: pool, timeouts: [.seconds(2), .milliseconds(2500)], ["SELECT pg_sleep(5)"])
-        open.yield()
-        await Self.expectCut(callers)
-        _ = try await holder.value
+        let runs = try await Self.lateCallers(on: pool, faults, timeouts: [.seconds(2), .milliseconds(2500)], ["SELECT pg_sleep(5)"])
         #expect(pool.statistics.deadlineExpiries == 2)
-        #expect(runs.value == 2, "both cuts were of statements (the second's connect was not cut)")
+        #expect(runs == 2, "both cuts were of statements (the second's connect was not cut)")
         #expect(pool.statistics.failFastStarts == 0, "two late cuts within the window")
         await pool.close()
     }
@@ -391,22 +398,16 @@ struct DeadlineTests {
             configuration: .init(
                 conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 1, faults: faults))
         try await pool.query("SELECT 1")
-        let (holder, open) = try await Self.heldConnection(of: pool)
-        defer { open.yield() }
         // Three waiters queued together, each handed the connection's place when the one before
         // is cut, with 0.9 s of its deadline left: the first's statement is cut, the next two's
         // connects (the place lost its connection with the cut) get no answer either.
-        faults.holdNextHandOver(for: .milliseconds(1400))
-        let (waiters, runs) = try await Self.queuedCallers(
-            on: pool, timeouts: [.seconds(2), .milliseconds(2900), .milliseconds(3800)], ["SELECT 1"])
-        try proxy.send("blackhole")
-        open.yield()
-        await Self.expectCut(waiters)
-        #expect(runs.value == 1, "only the first reached its body; the others' connects were cut")
+        let runs = try await Self.lateCallers(
+            on: pool, faults, timeouts: [.seconds(2), .milliseconds(2900), .milliseconds(3800)], ["SELECT 1"]
+        ) { try proxy.send("blackhole") }
+        #expect(runs == 1, "only the first reached its body; the others' connects were cut")
         #expect(pool.statistics.deadlineExpiries == 3)
         #expect(pool.statistics.failFastStarts == 1, "late cuts for 1.8 s with nothing answered, connects included")
         try proxy.send("up")
-        _ = try await holder.value
         await pool.close()
     }
 
@@ -414,22 +415,16 @@ struct DeadlineTests {
     func lateConnectCutsAnswered() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
-        let (holder, open) = try await Self.heldConnection(of: pool)
-        defer { open.yield() }
-        // Every connect takes 1.3 s. Three waiters queued together: the first gets the
-        // connection 1.4 s into its 2 s and its statement is cut, which empties the place; the
-        // second's connect starts with 0.9 s left and is cut, then answered (0.4 s later); the
-        // third's starts with 0.8 s left and is cut 1.7 s into the run, after that answer.
-        faults.delayConnects(by: .milliseconds(1300))
-        faults.holdNextHandOver(for: .milliseconds(1400))
-        let (waiters, runs) = try await Self.queuedCallers(
-            on: pool, timeouts: [.seconds(2), .milliseconds(2900), .milliseconds(3700)], ["SELECT pg_sleep(5)"])
-        open.yield()
-        await Self.expectCut(waiters)
-        #expect(runs.value == 1, "only the first reached its body; the others' connects were cut")
+        // Every connect takes 1.3 s. Three waiters queued together: the first's statement is cut,
+        // which empties the place; the second's connect starts with 0.9 s left and is cut, then
+        // answered (0.4 s later); the third's starts with 0.8 s left and is cut 1.7 s into the
+        // run, after that answer.
+        let runs = try await Self.lateCallers(
+            on: pool, faults, timeouts: [.seconds(2), .milliseconds(2900), .milliseconds(3700)], ["SELECT pg_sleep(5)"]
+        ) { faults.delayConnects(by: .milliseconds(1300)) }
+        #expect(runs == 1, "only the first reached its body; the others' connects were cut")
         #expect(pool.statistics.deadlineExpiries == 3)
         #expect(pool.statistics.failFastStarts == 0, "a connect was answered since the run's first cut")
-        _ = try await holder.value
         faults.delayConnects(by: nil)
         #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
         await pool.close()
