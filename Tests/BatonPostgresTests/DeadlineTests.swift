@@ -217,6 +217,35 @@ struct DeadlineTests {
         return (error, runs.value, ContinuousClock.now - started)
     }
 
+    /// Callers queued together behind a holder of `pool`'s one connection, running
+    /// `statements` within `timeouts`, all expected to be cut: the first gets the connection
+    /// 1.4 s after the holder lets it go (with a 2 s deadline, its body starts with less than
+    /// `PostgresPool.silenceEvidence` left), each next one when the one before is cut.
+    /// `whileQueued` runs before the holder lets go. Returns how many bodies started.
+    static func lateCallers(
+        on pool: PostgresPool, _ faults: PostgresFaults, timeouts: [Duration], _ statements: [String],
+        whileQueued: () throws -> Void = {}
+    ) async throws -> Int {
+        let (holder, open) = try await heldConnection(of: pool)
+        defer { open.yield() }
+        faults.holdNextHandOver(for: .milliseconds(1400))
+        let (callers, runs) = try await queuedCallers(on: pool, timeouts: timeouts, statements)
+        try whileQueued()
+        open.yield()
+        await expectCut(callers)
+        _ = try await holder.value
+        return runs.value
+    }
+
+    /// One late caller (`lateCallers`) with a 2 s deadline, cut in `pg_sleep`; with
+    /// `answerFirst`, after the database answered its first statement.
+    static func lateCut(on pool: PostgresPool, _ faults: PostgresFaults, answerFirst: Bool = false) async throws {
+        // On the connection the holder opened, `pg_sleep` is prepared first (an answer that does
+        // not count), then cut.
+        _ = try await lateCallers(
+            on: pool, faults, timeouts: [.seconds(2)], answerFirst ? ["SELECT 1", "SELECT pg_sleep(5)"] : ["SELECT pg_sleep(5)"])
+    }
+
     @Test("a connection cut after COMMIT was sent is commitOutcomeUnknown, never retried; the server committed once")
     func ambiguousCommit() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
@@ -312,50 +341,20 @@ struct DeadlineTests {
     func lateCuts() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
         try await pool.query("SELECT 1")
-        func lateCut(answerFirst: Bool = false) async throws { try await Self.lateCut(on: pool, faults, answerFirst: answerFirst) }
-        try await lateCut()
+        try await Self.lateCut(on: pool, faults)
         #expect(pool.statistics.failFastStarts == 0, "one late cut says the queue was long")
         // The database answers a call: late cuts are judged from the next one on.
         #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
-        try await lateCut()
+        try await Self.lateCut(on: pool, faults)
         #expect(pool.statistics.failFastStarts == 0, "the database answered since the first late cut")
-        try await lateCut(answerFirst: true)
+        try await Self.lateCut(on: pool, faults, answerFirst: true)
         #expect(pool.statistics.failFastStarts == 0, "the cut call itself had an answer")
         // A database that answers connects but no statement: every body starts late, and the
         // late cuts go on (here 2 s) with no call answered.
-        try await lateCut()
+        try await Self.lateCut(on: pool, faults)
         #expect(pool.statistics.failFastStarts == 1, "late cuts for 2 s with no answer")
         #expect(pool.statistics.deadlineExpiries == 4)
         await pool.close()
-    }
-
-    /// Callers queued together behind a holder of `pool`'s one connection, running
-    /// `statements` within `timeouts`, all expected to be cut: the first gets the connection
-    /// 1.4 s after the holder lets it go (with a 2 s deadline, its body starts with less than
-    /// `PostgresPool.silenceEvidence` left), each next one when the one before is cut.
-    /// `whileQueued` runs before the holder lets go. Returns how many bodies started.
-    static func lateCallers(
-        on pool: PostgresPool, _ faults: PostgresFaults, timeouts: [Duration], _ statements: [String],
-        whileQueued: () throws -> Void = {}
-    ) async throws -> Int {
-        let (holder, open) = try await heldConnection(of: pool)
-        defer { open.yield() }
-        faults.holdNextHandOver(for: .milliseconds(1400))
-        let (callers, runs) = try await queuedCallers(on: pool, timeouts: timeouts, statements)
-        try whileQueued()
-        open.yield()
-        await expectCut(callers)
-        _ = try await holder.value
-        return runs.value
-    }
-
-    /// One late caller (`lateCallers`) with a 2 s deadline, cut in `pg_sleep`; with
-    /// `answerFirst`, after the database answered its first statement.
-    static func lateCut(on pool: PostgresPool, _ faults: PostgresFaults, answerFirst: Bool = false) async throws {
-        // On the connection the holder opened, `pg_sleep` is prepared first (an answer that does
-        // not count), then cut.
-        _ = try await lateCallers(
-            on: pool, faults, timeouts: [.seconds(2)], answerFirst ? ["SELECT 1", "SELECT pg_sleep(5)"] : ["SELECT pg_sleep(5)"])
     }
 
     @Test("a late cut long after the last one, with no call in between, starts a new run: a quiet spell is not taken for silence")
