@@ -272,9 +272,10 @@ screen_wrk() {
   fail_on_wrk_errors
 }
 
-# Fails when the last measured_wrk run saw an answer but 2xx or a socket error (a timeout included).
+# Fails when the last measured_wrk run saw an answer but 2xx or a socket error (a timeout
+# included); with an argument, when its output matched that pattern instead.
 fail_on_wrk_errors() {
-  if grep -qE 'Non-2xx|Socket errors' "$data/wrk.out"; then echo "wrk saw errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
+  if grep -qE "${1:-Non-2xx|Socket errors}" "$data/wrk.out"; then echo "wrk saw errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
 }
 
 # The screens Baton answered so far, by how (baton_screens_total): "held N, rendered M".

@@ -45,7 +45,7 @@ for c in $http_connections; do
   read -r t0 c0 f0 o0 <<<"$(pool_counters)"
   measured_wrk -t1 -c"$c" -d"${seconds}s" --timeout 30s -s "$here/screen.lua" "$screen_url"
   read -r t1 c1 f1 o1 <<<"$(pool_counters)"
-  if grep -q 'Socket errors' "$data/wrk.out"; then echo "wrk saw socket errors:" >&2; cat "$data/wrk.out" >&2; exit 1; fi
+  fail_on_wrk_errors 'Socket errors'
   non2xx=$(awk '/Non-2xx/ {print $NF}' "$data/wrk.out")
   awk -v c="$c" -v n="$wrk_requests" -v bad="${non2xx:-0}" -v s="$seconds" -v p99="$wrk_p99" \
     -v t="$((t1 - t0))" -v cut="$(difference "$c0" "$c1")" -v ff="$(difference "$f0" "$f1")" -v o="$((o1 - o0))" \

@@ -464,10 +464,8 @@ public final class PostgresFaults: Sendable {
     /// later than the server would: as a server under load, slow to start each new session.
     public func delayConnects(by duration: Duration?) { connectDelay.withLock { $0 = duration } }
 
-    /// The delay `delayConnects` set, in seconds.
-    var connectsDelay: TimeInterval? {
-        connectDelay.withLock { $0 }.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
-    }
+    /// The delay `delayConnects` set.
+    var connectsDelay: Duration? { connectDelay.withLock { $0 } }
 
     /// The next connection the pool opens is held for `duration` once the server has accepted
     /// it, before the pool sets it up on its loop: as if setting it up took that long.

@@ -808,7 +808,7 @@ public final class PostgresPool: Sendable {
         let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
             call.connecting = continuation
             startThread(named: "baton-db-conn") {
-                if let delay = configuration.faults?.connectsDelay { Thread.sleep(forTimeInterval: delay) }
+                if let delay = configuration.faults?.connectsDelay { Thread.sleep(forTimeInterval: delay / .seconds(1)) }
                 let result = Result {
                     try PostgresConnection(conninfo: configuration.conninfo, limits: configuration.limits, faults: configuration.faults)
                 }

@@ -150,10 +150,12 @@ struct DeadlineTests {
         await pool.close()
     }
 
-    /// A pool of one connection on a fresh database, and the faults a test injects into it.
-    static func poolWithFaults() async throws -> (PostgresPool, PostgresFaults) {
+    /// A pool of one connection on `conninfo` (by default a fresh database), and the faults a
+    /// test injects into it.
+    static func poolWithFaults(conninfo: String? = nil) async throws -> (PostgresPool, PostgresFaults) {
         let faults = PostgresFaults()
-        return (PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, faults: faults)), faults)
+        let conninfo = if let conninfo { conninfo } else { try await TestDatabase.make() }
+        return (PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, faults: faults)), faults)
     }
 
     /// A holder of `pool`'s one connection, once it holds it; `open` lets it go.
@@ -392,10 +394,7 @@ struct DeadlineTests {
         let conninfo = try await TestDatabase.make()
         let address = try await TestDatabase.tcpAddress()
         let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
-        let faults = PostgresFaults()
-        let pool = PostgresPool(
-            configuration: .init(
-                conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 1, faults: faults))
+        let (pool, faults) = try await Self.poolWithFaults(conninfo: TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port))
         try await pool.query("SELECT 1")
         // Three waiters queued together, each handed the connection's place when the one before
         // is cut, with 0.9 s of its deadline left: the first's statement is cut, the next two's
