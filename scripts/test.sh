@@ -3,14 +3,26 @@
 # themselves, or BATON_TEST_DATABASE_URL), installing what is missing first.
 #
 #   scripts/test.sh [extra swift test arguments, e.g. --filter Flows]
+#
+# With BATON_SANITIZE=address or thread, the same passes run on a build with that sanitizer, in
+# a scratch directory of its own (scripts/sanitize.sh sets this up and reads the reports).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/bootstrap.sh --test
 [ "$(uname)" = "Darwin" ] && export PKG_CONFIG_PATH="$(brew --prefix libpq)/lib/pkgconfig:${PKG_CONFIG_PATH:-}"
 export PATH="$root/.build/tools-venv/bin:$PATH"
+swift_flags=()
+case "${BATON_SANITIZE:-}" in
+  "") ;;
+  address) swift_flags=(--scratch-path "$root/.build/sanitize-address" --sanitize=address) ;;
+  # BATON_TSAN swaps Synchronization's Mutex for a pthread mutex that ThreadSanitizer can see
+  # (Sources/BatonPostgres/SanitizerMutex.swift says why).
+  thread) swift_flags=(--scratch-path "$root/.build/sanitize-thread" --sanitize=thread -Xswiftc -DBATON_TSAN) ;;
+  *) echo "BATON_SANITIZE must be address or thread, not '$BATON_SANITIZE'" >&2; exit 2 ;;
+esac
 # The executable is built too: end-to-end tests run the real `baton` binary.
-swift build --build-tests
+swift build ${swift_flags[@]+"${swift_flags[@]}"} --build-tests
 # The fault tests measure wall-clock deadlines (a request on a silent database answers within
 # 6 s): they run alone, after everything else, so a busy machine does not starve them. So do
 # the listener test that holds the first database loop for 1.5 s, which every other test's
@@ -58,7 +70,7 @@ trap cleanup EXIT
 log=$(mktemp)
 run() {
   local status=0
-  swift test --skip-build "$@" 2>&1 | tee "$log" || status=$?
+  swift test ${swift_flags[@]+"${swift_flags[@]}"} --skip-build "$@" 2>&1 | tee "$log" || status=$?
   if [ "$status" -ne 0 ]; then
     echo "---- what failed (swift test $*) ----"
     grep -E '✘|recorded an issue|Expectation failed|error:|Fatal error|Caught error' "$log" | head -60 || true
@@ -68,7 +80,12 @@ run() {
 if [ $# -gt 0 ]; then
   run "$@"
 else
-  run --skip "$faults"
+  # Under a sanitizer everything runs several times slower, and tests that bound waits of
+  # under a second (a 100 Continue within 0.7 s, a snapshot ending within 1 s) failed in the
+  # parallel pass: there it runs one test at a time too.
+  serial=()
+  [ -n "${BATON_SANITIZE:-}" ] && serial=(--no-parallel)
+  run ${serial[@]+"${serial[@]}"} --skip "$faults"
   run --no-parallel --filter "$faults"
   # The database client again with its connections on the HTTP event loops instead of threads
   # of their own (BATON_DB_LOOPS=0, docs/operations.md), its timing-bound tests alone again.

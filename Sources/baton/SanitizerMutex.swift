@@ -1,0 +1,1 @@
+../BatonPostgres/SanitizerMutex.swift

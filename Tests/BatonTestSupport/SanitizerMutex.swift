@@ -1,0 +1,1 @@
+../../Sources/BatonPostgres/SanitizerMutex.swift
