@@ -23,11 +23,13 @@ export TSAN_OPTIONS="halt_on_error=0:log_path=$reports/report:suppressions=$root
 status=0
 BATON_SANITIZE=$kind scripts/test.sh "$@" || status=$?
 
-count=$(cat "$reports"/report.* 2>/dev/null | grep -cE '^(==[0-9]+==)?(ERROR: AddressSanitizer|WARNING: ThreadSanitizer)' || true)
+# Every report ends with one SUMMARY line: counted, then listed once per distinct summary with
+# Swift's names demangled.
+summaries=$(cat "$reports"/report.* 2>/dev/null | grep '^SUMMARY:' || true)
+count=$(printf '%s' "$summaries" | grep -c . || true)
 echo "---- $kind sanitizer: $count report(s) in $reports ----"
 if [ "$count" -gt 0 ]; then
-  # One line per distinct report: its summary, with Swift's names demangled.
-  cat "$reports"/report.* | grep '^SUMMARY:' | sort | uniq -c | sort -rn | swift demangle --simplified | cut -c1-300
+  printf '%s\n' "$summaries" | sort | uniq -c | sort -rn | swift demangle --simplified | cut -c1-300
   status=1
 fi
 exit "$status"

@@ -13,14 +13,20 @@ scripts/bootstrap.sh --test
 [ "$(uname)" = "Darwin" ] && export PKG_CONFIG_PATH="$(brew --prefix libpq)/lib/pkgconfig:${PKG_CONFIG_PATH:-}"
 export PATH="$root/.build/tools-venv/bin:$PATH"
 swift_flags=()
-case "${BATON_SANITIZE:-}" in
-  "") ;;
-  address) swift_flags=(--scratch-path "$root/.build/sanitize-address" --sanitize=address) ;;
-  # BATON_TSAN swaps Synchronization's Mutex for a pthread mutex that ThreadSanitizer can see
-  # (Sources/BatonPostgres/SanitizerMutex.swift says why).
-  thread) swift_flags=(--scratch-path "$root/.build/sanitize-thread" --sanitize=thread -Xswiftc -DBATON_TSAN) ;;
-  *) echo "BATON_SANITIZE must be address or thread, not '$BATON_SANITIZE'" >&2; exit 2 ;;
-esac
+first_pass=()
+if [ -n "${BATON_SANITIZE:-}" ]; then
+  case "$BATON_SANITIZE" in
+    address) swift_flags=(--scratch-path "$root/.build/sanitize-address" --sanitize=address) ;;
+    # BATON_TSAN swaps Synchronization's Mutex for a pthread mutex that ThreadSanitizer can see
+    # (Sources/BatonPostgres/SanitizerMutex.swift says why).
+    thread) swift_flags=(--scratch-path "$root/.build/sanitize-thread" --sanitize=thread -Xswiftc -DBATON_TSAN) ;;
+    *) echo "BATON_SANITIZE must be address or thread, not '$BATON_SANITIZE'" >&2; exit 2 ;;
+  esac
+  # Under a sanitizer everything runs several times slower, and tests that bound waits of
+  # under a second (a 100 Continue within 0.7 s, a snapshot ending within 1 s) failed in the
+  # parallel pass: there it runs one test at a time too.
+  first_pass=(--no-parallel)
+fi
 # The executable is built too: end-to-end tests run the real `baton` binary.
 swift build ${swift_flags[@]+"${swift_flags[@]}"} --build-tests
 # The fault tests measure wall-clock deadlines (a request on a silent database answers within
@@ -80,12 +86,7 @@ run() {
 if [ $# -gt 0 ]; then
   run "$@"
 else
-  # Under a sanitizer everything runs several times slower, and tests that bound waits of
-  # under a second (a 100 Continue within 0.7 s, a snapshot ending within 1 s) failed in the
-  # parallel pass: there it runs one test at a time too.
-  serial=()
-  [ -n "${BATON_SANITIZE:-}" ] && serial=(--no-parallel)
-  run ${serial[@]+"${serial[@]}"} --skip "$faults"
+  run ${first_pass[@]+"${first_pass[@]}"} --skip "$faults"
   run --no-parallel --filter "$faults"
   # The database client again with its connections on the HTTP event loops instead of threads
   # of their own (BATON_DB_LOOPS=0, docs/operations.md), its timing-bound tests alone again.
