@@ -445,16 +445,33 @@ struct PoolTests {
         #expect(error?.code == .poolClosed)
     }
 
-    @Test("a call that outlives close() (its own deadline is longer than the pool's) closes its connection when it ends", .timeLimit(.minutes(1)))
-    func callOutlivingClose() async throws {
-        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .milliseconds(300)))
+    @Test(
+        "a call that outlives close() (its own deadline is longer than the pool's) closes its connection when it ends, opened or still being opened when close() returns",
+        .timeLimit(.minutes(1)), arguments: [false, true])
+    func callOutlivingClose(stillOpening: Bool) async throws {
+        let faults = PostgresFaults()
+        // Well past close()'s wait (the pool's call deadline and a second), on a loaded machine
+        // too.
+        if stillOpening { faults.delayConnects(by: .seconds(4)) }
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .milliseconds(300), faults: faults))
         let (call, open) = Self.holder(on: pool, timeout: .seconds(20))
-        while pool.statistics.inUse == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        // close() waits the pool's call deadline and a second for running calls, then returns.
+        // A leased slot counts as in use from its lease until its connection is being opened,
+        // and again once it is open: wait for the state each case needs, not for "in use" (a
+        // fresh-clone CI run closed the pool while the connection was still being opened).
+        if stillOpening {
+            while pool.statistics.connecting == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        } else {
+            while pool.statistics.open == 0 || pool.statistics.inUse == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        }
         await pool.close()
-        #expect(pool.statistics.open == 1, "the call still runs")
+        if stillOpening {
+            #expect(pool.statistics.connecting == 1 && pool.statistics.open == 0, "the call still waits for its connection")
+        } else {
+            #expect(pool.statistics.open == 1, "the call still runs")
+        }
         open.yield()
         _ = try await call.value
+        #expect(pool.statistics.connectionsOpened == 1)
         #expect(pool.statistics.open == 0, "a connection outlived its closed pool")
     }
 
