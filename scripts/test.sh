@@ -73,14 +73,27 @@ cleanup() {
 }
 trap cleanup EXIT
 # A failing test's lines are repeated at the end, so a log cut to its tail still says which.
+# A pass in which no test starts or ends for BATON_TEST_STALL seconds (300; the longest test
+# takes under a minute) is hung: scripts/stall-watch.py names the tests still running and ends
+# the test binary, so the run fails then, not at CI's time limit.
 log=$(mktemp)
+stall=${BATON_TEST_STALL:-300}
 run() {
-  local status=0
-  swift test ${swift_flags[@]+"${swift_flags[@]}"} --skip-build "$@" 2>&1 | tee "$log" || status=$?
+  local status=0 events stalled watcher
+  events=$(mktemp)
+  stalled=$(mktemp)
+  python3 "$root/scripts/stall-watch.py" $$ "$events" "$stall" "$stalled" &
+  watcher=$!
+  swift test ${swift_flags[@]+"${swift_flags[@]}"} --skip-build \
+    --event-stream-output-path "$events" --event-stream-version 0 "$@" 2>&1 | tee "$log" || status=$?
+  kill "$watcher" 2>/dev/null || true
+  wait "$watcher" 2>/dev/null || true
   if [ "$status" -ne 0 ]; then
     echo "---- what failed (swift test $*) ----"
     grep -E '✘|recorded an issue|Expectation failed|error:|Fatal error|Caught error' "$log" | head -60 || true
+    cat "$stalled"
   fi
+  rm -f "$events" "$stalled"
   return "$status"
 }
 if [ $# -gt 0 ]; then

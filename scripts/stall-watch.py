@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Ends a test pass that has stopped making progress, and says which tests were still running.
+
+    stall-watch.py PARENT EVENTS SECONDS REPORT
+
+scripts/test.sh starts this beside each `swift test` pass. PARENT is the script's process, and
+EVENTS is the pass's Swift Testing event stream (`--event-stream-output-path`, version 0). If no
+test starts or ends for SECONDS, the script prints the tests that started and have not ended,
+with how long each has run (and writes the same to REPORT). It then ends the test binary that PARENT started (and every process
+that binary started), so the pass fails at once instead of waiting for CI's time limit.
+
+A hung test does not end when its `.timeLimit` runs out: Swift Testing cancels it, and an await
+that never resumes ignores the cancellation. The longest test takes under a minute, so the
+default of 300 seconds without an event means the pass is hung, not slow.
+
+This script ends on its own when PARENT is gone.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def processes():
+    """Every process's (pid, parent pid, command line)."""
+    out = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        fields = line.split(None, 2)
+        if len(fields) >= 2 and fields[0].isdigit() and fields[1].isdigit():
+            rows.append((int(fields[0]), int(fields[1]), fields[2] if len(fields) == 3 else ""))
+    return rows
+
+
+def test_binaries(parent):
+    """The test binaries below `parent`, with every process below each of them."""
+    rows = processes()
+    children = {}
+    for pid, ppid, _ in rows:
+        children.setdefault(ppid, []).append(pid)
+
+    def below(pid):
+        found = []
+        for child in children.get(pid, []):
+            found.append(child)
+            found.extend(below(child))
+        return found
+
+    mine = set(below(parent))
+    binaries = [pid for pid, _, args in rows if pid in mine and ".xctest" in args.split(" ", 1)[0]]
+    return [pid for binary in binaries for pid in [binary] + below(binary)]
+
+
+def main():
+    parent, events, stall, report = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    started = {}  # testID -> (name, when it started)
+    offset = 0
+    pending = b""
+    last_progress = time.monotonic()
+    while True:
+        time.sleep(2)
+        try:
+            os.kill(parent, 0)
+        except OSError:
+            return
+        try:
+            with open(events, "rb") as stream:
+                stream.seek(offset)
+                chunk = stream.read()
+        except FileNotFoundError:
+            chunk = b""
+        if chunk:
+            offset += len(chunk)
+            last_progress = time.monotonic()
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                payload = record.get("payload", {})
+                if record.get("kind") != "event" or "testID" not in payload:
+                    continue
+                kind = payload.get("kind")
+                text = (payload.get("messages") or [{}])[0].get("text", payload["testID"])
+                if kind == "testStarted" and text.startswith("Test "):
+                    started[payload["testID"]] = (text.removesuffix(" started."), time.monotonic())
+                elif kind == "testEnded":
+                    started.pop(payload["testID"], None)
+        if time.monotonic() - last_progress < stall:
+            continue
+        now = time.monotonic()
+        lines = [f"---- no test started or ended for {stall:.0f} s: the pass is hung, and is stopped ----"]
+        if started:
+            lines.append("Still running:")
+            for name, since in sorted(started.values(), key=lambda entry: entry[1]):
+                lines.append(f"  {name} (for {now - since:.0f} s)")
+        else:
+            lines.append("No test was running: the test binary itself stopped making progress.")
+        print("\n" + "\n".join(lines), flush=True)
+        with open(report, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        victims = test_binaries(parent)
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            for pid in victims:
+                try:
+                    os.kill(pid, signum)
+                except OSError:
+                    pass
+            time.sleep(3)
+        return
+
+
+if __name__ == "__main__":
+    main()
