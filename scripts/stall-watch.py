@@ -6,8 +6,9 @@
 scripts/test.sh starts this beside each `swift test` pass. PARENT is the script's process, and
 EVENTS is the pass's Swift Testing event stream (`--event-stream-output-path`, version 0). If no
 test starts or ends for SECONDS, the script prints the tests that started and have not ended,
-with how long each has run (and writes the same to REPORT). It then ends the test binary that PARENT started (and every process
-that binary started), so the pass fails at once instead of waiting for CI's time limit.
+with how long each has run, and writes the same to REPORT. It then ends the test binary that
+PARENT started (and every process that binary started), so the pass fails at once instead of
+waiting for CI's time limit.
 
 A hung test does not end when its `.timeLimit` runs out: Swift Testing cancels it, and an await
 that never resumes ignores the cancellation. The longest test takes under a minute, so the

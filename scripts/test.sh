@@ -73,10 +73,10 @@ cleanup() {
 }
 trap cleanup EXIT
 # A failing test's lines are repeated at the end, so a log cut to its tail still says which.
+log=$(mktemp)
 # A pass in which no test starts or ends for BATON_TEST_STALL seconds (300; the longest test
 # takes under a minute) is hung: scripts/stall-watch.py names the tests still running and ends
 # the test binary, so the run fails then, not at CI's time limit.
-log=$(mktemp)
 stall=${BATON_TEST_STALL:-300}
 run() {
   local status=0 events stalled watcher
