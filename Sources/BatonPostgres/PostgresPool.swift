@@ -808,7 +808,10 @@ public final class PostgresPool: Sendable {
         let opened: Result<PostgresConnection, any Error> = await withUnsafeContinuation { continuation in
             call.connecting = continuation
             startThread(named: "baton-db-conn") {
-                if let delay = configuration.faults?.connectsDelay { Thread.sleep(forTimeInterval: delay / .seconds(1)) }
+                if let faults = configuration.faults {
+                    if let delay = faults.connectsDelay { Thread.sleep(forTimeInterval: delay / .seconds(1)) }
+                    while faults.connectsHeld { Thread.sleep(forTimeInterval: 0.01) }
+                }
                 let result = Result {
                     try PostgresConnection(conninfo: configuration.conninfo, limits: configuration.limits, faults: configuration.faults)
                 }

@@ -450,9 +450,10 @@ struct PoolTests {
         .timeLimit(.minutes(1)), arguments: [false, true])
     func callOutlivingClose(stillOpening: Bool) async throws {
         let faults = PostgresFaults()
-        // Well past close()'s wait (the pool's call deadline and a second), on a loaded machine
-        // too.
-        if stillOpening { faults.delayConnects(by: .seconds(4)) }
+        // The connect waits until the test lets it go, past close()'s wait (the pool's call
+        // deadline and a second). A 4 s delay was not enough under ThreadSanitizer.
+        if stillOpening { faults.holdConnects() }
+        defer { faults.releaseConnects() }
         let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .milliseconds(300), faults: faults))
         let (call, open) = Self.holder(on: pool, timeout: .seconds(20))
         // A leased slot counts as in use from its lease until its connection is being opened,
@@ -466,6 +467,7 @@ struct PoolTests {
         await pool.close()
         if stillOpening {
             #expect(pool.statistics.connecting == 1 && pool.statistics.open == 0, "the call still waits for its connection")
+            faults.releaseConnects()
         } else {
             #expect(pool.statistics.open == 1, "the call still runs")
         }
