@@ -49,8 +49,9 @@ def test_binaries(parent):
             found.extend(below(child))
         return found
 
-    mine = set(below(parent))
-    binaries = [pid for pid, _, args in rows if pid in mine and ".xctest" in args.split(" ", 1)[0]]
+    # The binary itself on Linux; on macOS, swiftpm-testing-helper with the bundle's path.
+    mine = set(below(parent)) - {os.getpid()}
+    binaries = [pid for pid, _, args in rows if pid in mine and ".xctest" in args]
     return [pid for binary in binaries for pid in [binary] + below(binary)]
 
 
