@@ -457,7 +457,7 @@ public final class PostgresFaults: Sendable {
     private let connectionHold = Mutex<Duration?>(nil)
     private let handOverHold = Mutex<Duration?>(nil)
     private let connectDelay = Mutex<Duration?>(nil)
-    private let connectsHold = Mutex(false)
+    private let holdingConnects = Mutex(false)
 
     public init() {}
 
@@ -471,13 +471,13 @@ public final class PostgresFaults: Sendable {
     /// Until `releaseConnects()`, every connection the pool opens waits before it is opened: a
     /// server that has not answered yet, for as long as the test needs, whatever the machine's
     /// load.
-    public func holdConnects() { connectsHold.withLock { $0 = true } }
+    public func holdConnects() { holdingConnects.withLock { $0 = true } }
 
     /// Lets held connects (`holdConnects`) go on.
-    public func releaseConnects() { connectsHold.withLock { $0 = false } }
+    public func releaseConnects() { holdingConnects.withLock { $0 = false } }
 
     /// Whether connects are held.
-    var connectsHeld: Bool { connectsHold.withLock { $0 } }
+    var connectsHeld: Bool { holdingConnects.withLock { $0 } }
 
     /// The next connection the pool opens is held for `duration` once the server has accepted
     /// it, before the pool sets it up on its loop: as if setting it up took that long.
