@@ -9,6 +9,14 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# A pass in which no test starts or ends for BATON_TEST_STALL seconds (300; the longest test
+# takes under a minute) is hung: scripts/stall-watch.py names the tests still running and ends
+# the test binary, so the run fails then, not at CI's time limit.
+stall=${BATON_TEST_STALL:-300}
+if ! [[ "$stall" =~ ^[0-9]+$ ]] || [ "$stall" -eq 0 ]; then
+  echo "BATON_TEST_STALL must be a whole number of seconds above 0, not '$stall'" >&2
+  exit 2
+fi
 scripts/bootstrap.sh --test
 [ "$(uname)" = "Darwin" ] && export PKG_CONFIG_PATH="$(brew --prefix libpq)/lib/pkgconfig:${PKG_CONFIG_PATH:-}"
 export PATH="$root/.build/tools-venv/bin:$PATH"
@@ -74,10 +82,6 @@ cleanup() {
 trap cleanup EXIT
 # A failing test's lines are repeated at the end, so a log cut to its tail still says which.
 log=$(mktemp)
-# A pass in which no test starts or ends for BATON_TEST_STALL seconds (300; the longest test
-# takes under a minute) is hung: scripts/stall-watch.py names the tests still running and ends
-# the test binary, so the run fails then, not at CI's time limit.
-stall=${BATON_TEST_STALL:-300}
 run() {
   local status=0 events stalled watcher
   events=$(mktemp)
