@@ -57,8 +57,11 @@ def test_binaries(parent):
 
 def main():
     parent, events, stall, report = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    # The stream lists every test (a function or a suite, with its display name) before its
+    # events; test.sh creates the file before the pass starts.
+    names = {}  # testID of a test function -> its name
     started = {}  # testID -> (name, when it started)
-    offset = 0
+    stream = open(events, "rb")
     pending = b""
     last_progress = time.monotonic()
     while True:
@@ -67,14 +70,8 @@ def main():
             os.kill(parent, 0)
         except OSError:
             return
-        try:
-            with open(events, "rb") as stream:
-                stream.seek(offset)
-                chunk = stream.read()
-        except FileNotFoundError:
-            chunk = b""
+        chunk = stream.read()
         if chunk:
-            offset += len(chunk)
             last_progress = time.monotonic()
             pending += chunk
             *lines, pending = pending.split(b"\n")
@@ -84,14 +81,13 @@ def main():
                 except ValueError:
                     continue
                 payload = record.get("payload", {})
-                if record.get("kind") != "event" or "testID" not in payload:
-                    continue
-                kind = payload.get("kind")
-                text = (payload.get("messages") or [{}])[0].get("text", payload["testID"])
-                if kind == "testStarted" and text.startswith("Test "):
-                    started[payload["testID"]] = (text.removesuffix(" started."), time.monotonic())
-                elif kind == "testEnded":
-                    started.pop(payload["testID"], None)
+                if record.get("kind") == "test" and payload.get("kind") == "function":
+                    names[payload["id"]] = f'Test "{payload.get("displayName") or payload.get("name")}"'
+                elif record.get("kind") == "event" and payload.get("testID") in names:
+                    if payload.get("kind") == "testStarted":
+                        started[payload["testID"]] = (names[payload["testID"]], time.monotonic())
+                    elif payload.get("kind") == "testEnded":
+                        started.pop(payload["testID"], None)
         if time.monotonic() - last_progress < stall:
             continue
         now = time.monotonic()
