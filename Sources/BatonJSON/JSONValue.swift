@@ -76,6 +76,17 @@ public enum JSONValue: Sendable {
         return current
     }
 
+    /// Whether a string anywhere in the value, member names included, holds U+0000, which
+    /// PostgreSQL's `text` and `jsonb` refuse.
+    public var containsNUL: Bool {
+        switch self {
+        case .string(let string): return string.utf8.contains(0)
+        case .array(let elements): return elements.contains { $0.containsNUL }
+        case .object(let members): return members.contains { $0.key.utf8.contains(0) || $0.value.containsNUL }
+        case .null, .bool, .int, .double: return false
+        }
+    }
+
     /// How the value reads when interpolated into text: strings as they are, numbers and
     /// booleans in JSON form, null as empty, containers as compact JSON.
     public var interpolationText: String {

@@ -310,8 +310,34 @@ private final class Service: Sendable {
             http.headers.add(name: "X-Baton-Timestamp", value: timestamp)
             http.headers.add(name: "X-Baton-Signature", value: "sha256=" + Hex.encode(bytesOf: mac))
         }
+        return await Self.within(timeout) { [http, client = self.http, connect = definition.connectTimeout] in await Self.exchange(http, client: client, timeout: timeout, connectTimeout: connect) }
+    }
+
+    /// Runs one attempt, or answers a timeout once `timeout` has passed, whatever stage the
+    /// attempt is at. AsyncHTTPClient's own deadline ends when the response's head arrives; a
+    /// service that sends its head and then stalls or trickles its body would otherwise hold
+    /// the attempt (and its concurrency slot) until the request's deadline.
+    static func within(_ timeout: Duration, _ attempt: @escaping @Sendable () async -> Attempt) async -> Attempt {
+        let first = await withTaskGroup(of: Attempt?.self) { group in
+            group.addTask { await attempt() }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        return first ?? .failure(.timeout, reason: "no whole answer within \(timeout)")
+    }
+
+    /// The deepest a service's JSON body may nest: it is kept in the session's context (as
+    /// `result`, one level down), which is read back with the parser's default limit of 64.
+    static let bodyDepth = 48
+
+    private static func exchange(_ http: HTTPClientRequest, client: HTTPClient, timeout: Duration, connectTimeout: Duration) async -> Attempt {
         do {
-            let response = try await self.http.execute(http, timeout: .nanoseconds(Int64(timeout.nanoseconds)))
+            let response = try await client.execute(http, timeout: .nanoseconds(Int64(timeout.nanoseconds)))
             let status = Int(response.status.code)
             if (300..<400).contains(status) {
                 // A redirect could send the call (and its credentials) elsewhere: never followed.
@@ -320,26 +346,29 @@ private final class Service: Sendable {
             let bytes: ByteBuffer
             do {
                 bytes = try await response.body.collect(upTo: Self.bodyLimit)
-            } catch let error as HTTPClientError where error == .deadlineExceeded {
-                return .failure(.timeout, reason: "the body did not arrive within \(timeout)")
             } catch is NIOTooManyBytesError {
                 return status < 300 ? .failure(.badResponse, reason: "the body is larger than 1 MiB") : .response(status: status, body: .null)
             } catch {
-                // The answer broke off: whether the request was applied is unknown, so this is
-                // a failed attempt (retried: a write carries its idempotency key).
+                // The answer broke off (or the attempt's time ran out, which `within` answers):
+                // whether the request was applied is unknown, so this is a failed attempt
+                // (retried: a write carries its idempotency key).
                 return .failure(.failed, reason: "the answer broke off: \(type(of: error))")
             }
             let raw = Array(bytes.readableBytesView)
             if raw.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return .response(status: status, body: .null) }
-            guard let json = try? JSONValue.parse(raw) else {
+            // A body the session cannot keep is no answer: nested past `bodyDepth`, or with a
+            // NUL character (`\u0000`), which PostgreSQL's jsonb refuses.
+            guard let json = try? JSONValue.parse(raw, maxDepth: Self.bodyDepth), !json.containsNUL else {
                 // Only a success's body matters to the flow; an error page is just the status.
-                return status < 300 ? .failure(.badResponse, reason: "the body is not JSON") : .response(status: status, body: .null)
+                return status < 300
+                    ? .failure(.badResponse, reason: "the body is not JSON a session can keep (nested over \(Self.bodyDepth) levels, or a NUL character)")
+                    : .response(status: status, body: .null)
             }
             return .response(status: status, body: json)
         } catch let error as HTTPClientError where [.deadlineExceeded, .readTimeout, .connectTimeout].contains(error) {
             return .failure(.timeout, reason: "no answer within \(timeout)")
         } catch let error as ChannelError {
-            if case .connectTimeout = error { return .failure(.timeout, reason: "could not connect within \(definition.connectTimeout)") }
+            if case .connectTimeout = error { return .failure(.timeout, reason: "could not connect within \(connectTimeout)") }
             return .failure(.failed, reason: "connection: \(error)")
         } catch is CancellationError {
             return .failure(.timeout, reason: "cancelled")

@@ -114,6 +114,48 @@ struct ServiceCallTests {
         await server.stop()
     }
 
+    @Test("a service that sends its head and then stalls mid-body is a timeout within the attempt's time, and retried")
+    func stalledBody() async throws {
+        let server = try await TrackingServer()
+        let client = Self.client(server)
+        server.configure { $0.stallBody = .seconds(5) }
+        let started = ContinuousClock.now
+        let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 2, attempt: .milliseconds(300), backoff: .milliseconds(50)))
+        let elapsed = ContinuousClock.now - started
+        #expect(result == .failure(.timeout))
+        #expect(server.requests.count == 2, "the stalled attempt is retried")
+        #expect(elapsed < .seconds(3), "bounded by the attempts' timeouts, not the stalled body's 5 s: \(elapsed)")
+        // A body that only trickles in within the attempt's time is an answer.
+        server.configure { $0.stallBody = .milliseconds(100) }
+        guard case .response(200, let body) = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 1)) else {
+            Issue.record("a slow body within the attempt's time is an answer")
+            return
+        }
+        #expect(body["code"] == "3SDEMO0000001")
+        await server.stop()
+    }
+
+    @Test("a body a session cannot keep (a NUL character, or nested past 48 levels) is bad_response; an error page's is dropped")
+    func unkeepableBodies() async throws {
+        let server = try await TrackingServer()
+        let client = Self.client(server)
+        let service = Self.tracking(attempts: 1)
+        func answer(_ body: String, status: Int? = nil) async -> ServiceResult {
+            server.configure { $0.parcelBody = Array(body.utf8) }
+            return await client.call(Self.get("3SDEMO0000001"), service: service)
+        }
+        #expect(await answer(#"{"code":"3SDEMO0000001","status":"On\u0000its way"}"#) == .failure(.badResponse))
+        #expect(await answer(#"{"code":"3SDEMO0000001","\u0000":1}"#) == .failure(.badResponse), "in a member's name too")
+        #expect(await answer(String(repeating: "[", count: 49) + String(repeating: "]", count: 49)) == .failure(.badResponse))
+        let deepest = String(repeating: "[", count: 48) + String(repeating: "]", count: 48)
+        guard case .response(200, _) = await answer(deepest) else {
+            Issue.record("48 levels are kept")
+            return
+        }
+        #expect(await answer(#"{"status":"On\u0001its way"}"#) == .response(status: 200, body: ["status": "On\u{01}its way"]))
+        await server.stop()
+    }
+
     @Test("egress: private and loopback addresses only for internal services; names resolving to them too; redirects are not followed")
     func egress() async throws {
         let server = try await TrackingServer()
@@ -239,6 +281,33 @@ struct ServiceCallTests {
             // The call's 8 s budget (3 attempts of 2 s, backoff) plus the command's own work: inside the
             // 10 s request deadline of production, with a margin for this loaded test machine.
             #expect(ContinuousClock.now - started < .seconds(12))
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+
+    @Test("a parcel answer the session cannot keep (a NUL character, deep nesting) answers the flow's unavailable outcome, and the step goes on")
+    func unkeepableAnswerInAFlow() async throws {
+        let server = try await TrackingServer()
+        let environment = try await environment(server)
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("henk")
+            for body in [#"{"code":"3SDEMO0000001","status":"On\u0000its way"}"#, String(repeating: "[", count: 60) + String(repeating: "]", count: 60)] {
+                let home = try await client.execute(uri: "/v3/screens/home", method: .get, headers: headers).json
+                let ask = try await client.command(try action(home, titled: "Track a parcel"), headers: headers).json
+                server.configure { $0.parcelBody = Array(body.utf8) }
+                let response = try await client.command(try action(ask, titled: "submit"), input: ["text": "3SDEMO0000001"], headers: headers)
+                #expect(response.status == .ok, "\(response.text)")
+                #expect(response.json["message"] == "Tracking is not answering right now. Try again in a moment.")
+                let calling = try await environment.pool.query("SELECT count(*) FROM flow_sessions WHERE context ? 'calling'")
+                #expect(try calling[0].decode(Int.self, at: 0) == 0, "the step was applied; nothing is left calling")
+                // The next command on the session still reads its context.
+                let retry = try await client.command(try action(response.json, titled: "retry"), headers: headers)
+                #expect(retry.status == .ok, "\(retry.text)")
+                server.configure { $0.parcelBody = nil }
+                let status = try await client.command(try action(retry.json, titled: "submit"), input: ["text": "3SDEMO0000001"], headers: headers).json
+                #expect(status["screen"]?["title"] == "Parcel 3SDEMO0000001", "\(status)")
+            }
         }
         await environment.pool.close()
         await server.stop()

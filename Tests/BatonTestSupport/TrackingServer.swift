@@ -26,6 +26,11 @@ public final class TrackingServer: Sendable {
         public var dropAfterApplying = 0
         /// Redirects are applied at once, and answered only after this long.
         public var delayAfterApplying: Duration = .zero
+        /// A parcel's answer sends its head and the body's first bytes at once, the rest after
+        /// this long (a service that stalls mid-answer).
+        public var stallBody: Duration = .zero
+        /// A parcel's answer is these bytes instead (as JSON, status 200).
+        public var parcelBody: [UInt8]?
         public init() {}
     }
 
@@ -84,7 +89,18 @@ public final class TrackingServer: Sendable {
                 "code": .string(code), "status": .string(redirected.map { "Going to pickup point \($0)" } ?? "On its way"),
                 "eta": "2026-11-25", "lastScan": ["at": "2026-11-23T08:12:00Z", "place": "Utrecht"],
             ]
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: JSONEncoding.encode(body))))
+            let (bytes, stall) = shared.behaviour.withLock { ($0.parcelBody ?? JSONEncoding.encode(body), $0.stallBody) }
+            guard stall > .zero else {
+                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+            }
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: ResponseBody { writer in
+                    try await writer.write(ByteBuffer(bytes: bytes.prefix(8)))
+                    await shared.pause(stall)
+                    try await writer.write(ByteBuffer(bytes: bytes.dropFirst(8)))
+                    try await writer.finish(nil)
+                })
         }
         router.post("/v1/parcels/:code/redirect") { request, context in
             let code = try context.parameters.require("code")
