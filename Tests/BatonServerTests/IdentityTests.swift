@@ -155,6 +155,9 @@ struct IdentityTests {
             await Self.refusal(
                 authenticator, try await TestTokens.token("cy", expires: now.addingTimeInterval(86400), issuedAt: now.addingTimeInterval(86400 - 60)))
                 == "the bearer token lives too long (86400 s from now to exp; at most 3600 s is accepted here)")
+        // A lifetime past what an Int holds (a faulty issuer's exp) is refused, not a crash.
+        let refusal = await Self.refusal(authenticator, try await TestTokens.token("cy", expires: Date(timeIntervalSince1970: 1e19)))
+        #expect(refusal?.hasPrefix("the bearer token lives too long") == true, "\(refusal ?? "accepted")")
         // Off by default: a year-long token is only bounded by its own exp.
         let unbounded = try await BearerAuthenticator(
             hs256Secret: TestApplication.jwtSecret, publicKeys: nil, issuer: nil, audience: nil, clock: { now })

@@ -132,6 +132,21 @@ struct SlowClientTests {
         }
     }
 
+    @Test("a chunked body (no length announced) over the limit is 413 body_too_large with the envelope, not a 500, and the connection closes")
+    func chunkedOversizedBody() async throws {
+        try await application().test(.live) { client in
+            let port = try #require(client.port)
+            let chunk = "400\r\n" + String(repeating: " ", count: 1024) + "\r\n"
+            let oversized = "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                + String(repeating: chunk, count: 70) + "0\r\n\r\n"
+            let next = "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+            let bytes = try #require(await Loopback.exchange(port: port, sending: Array((oversized + next).utf8)), "the connection was left open")
+            let answers = Loopback.Answer.all(bytes)
+            #expect(answers.map(\.statusCode) == [413], "\(String(decoding: bytes, as: UTF8.self))")
+            #expect(String(decoding: bytes, as: UTF8.self).contains(#""code":"body_too_large""#))
+        }
+    }
+
     @Test("an idle connection, one that sent half a head and one kept alive after its answer are closed after http.idle.timeout, not before")
     func idleConnections() async throws {
         try await application(idle: .milliseconds(1500)).test(.live) { client in

@@ -308,8 +308,10 @@ public final class BearerAuthenticator: Sendable {
             let lifetime = claims.exp.value.timeIntervalSince(issued)
             let limit = maxLifetime.seconds
             guard lifetime <= limit else {
+                // A faulty issuer's exp can be past what an Int holds: said, not converted.
+                let seconds = lifetime < 1e15 ? String(Int(lifetime.rounded(.up))) : "over 10^15"
                 throw Failure(
-                    description: "the bearer token lives too long (\(Int(lifetime.rounded(.up))) s from \(issued == now ? "now" : "iat") to exp; "
+                    description: "the bearer token lives too long (\(seconds) s from \(issued == now ? "now" : "iat") to exp; "
                         + "at most \(Int(limit)) s is accepted here)")
             }
         }

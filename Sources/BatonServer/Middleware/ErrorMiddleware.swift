@@ -4,6 +4,7 @@ import BatonRuntime
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 import NIOHTTP1
 import Synchronization
 
@@ -67,7 +68,7 @@ public struct ErrorMiddleware: RouterMiddleware {
                 return .notFound("no such endpoint: \(request.method.rawValue) \(request.uri.path.prefix(200))")
             case .contentTooLarge:
                 // Hummingbird's own limit, where it decoded the body itself.
-                return .bodyTooLarge(limit: context.maxUploadSize)
+                return .bodyTooLarge(limit: context.bodyLimit)
             case .badRequest:
                 return .invalidRequest(error.body ?? "bad request")
             case .unsupportedMediaType:
@@ -76,6 +77,9 @@ public struct ErrorMiddleware: RouterMiddleware {
                 let code: APIError.Code = error.status.code >= 500 ? .internalError : .invalidRequest
                 return APIError(error.status, code, error.body ?? error.status.reasonPhrase)
             }
+        case is NIOTooManyBytesError:
+            // A body collected past its limit without ``Request/collectBody(limit:)``.
+            return .bodyTooLarge(limit: context.bodyLimit)
         case is CancellationError, is BodyReadCancelled:
             return .unavailable("the request was cancelled")
         default:

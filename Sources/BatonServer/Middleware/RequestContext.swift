@@ -18,8 +18,9 @@ public struct BatonRequestContext: RequestContext {
         self.remoteAddress = source.channel.remoteAddress?.ipAddress
     }
 
-    /// Bodies are read explicitly with the configured limit (see ``Request/collectBody(limit:)``).
-    public var maxUploadSize: Int { 64 * 1024 }
+    /// Bodies are read explicitly with the configured limit (see ``Request/collectBody(limit:)``);
+    /// where Hummingbird reads one itself, the same limit.
+    public var maxUploadSize: Int { bodyLimit }
 }
 
 extension BatonRequestContext {
@@ -44,6 +45,10 @@ extension Request {
         do {
             return try await body.collect(upTo: limit)
         } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw APIError.bodyTooLarge(limit: limit)
+        } catch is NIOTooManyBytesError {
+            // A body without an announced length (chunked) that went past the limit: NIO's
+            // collect says so with its own error.
             throw APIError.bodyTooLarge(limit: limit)
         } catch where Task.isCancelled {
             throw BodyReadCancelled()
