@@ -84,7 +84,7 @@ public struct FlowStep: Sendable {
     /// The effects that ran, in order (for logs and tests).
     public var effects: [String]
     /// Set when the step stopped at a service call: ``reply`` is not an answer yet. The caller
-    /// makes the call (outside any transaction) and continues with ``FlowEngine/resume(call:result:session:host:call:)``.
+    /// makes the call (outside any transaction) and continues with ``FlowEngine/resume(call:result:session:host:call:hops:)``.
     public var pending: PendingCall?
 
     public init(session: FlowSessionState, finished: SessionResult?, reply: FlowReply, effects: [String], pending: PendingCall? = nil) {
@@ -101,10 +101,14 @@ public struct PendingCall: Sendable, Equatable {
     /// The call's id in its definition (``ServiceCallSpec/id``).
     public var call: String
     public var request: ServiceRequest
+    /// The action states this command had passed through when it stopped: ``FlowEngine/resume(call:result:session:host:call:hops:)``
+    /// goes on counting from here, so a loop through a call is refused like any other.
+    public var hops: Int
 
-    public init(call: String, request: ServiceRequest) {
+    public init(call: String, request: ServiceRequest, hops: Int = 0) {
         self.call = call
         self.request = request
+        self.hops = hops
     }
 }
 
@@ -190,15 +194,17 @@ public struct FlowEngine: Sendable {
     /// outcome matching it (`404`, then `4xx`; for failures their name, then `unavailable`)
     /// is followed. A status no outcome names counts as the failure `failed`. `session` is the
     /// session as the paused step left it.
-    public func resume(call id: String, result: ServiceResult, session: FlowSessionState, host: some FlowHost, call: FlowCall) async throws
-        -> FlowStep
-    {
+    /// `hops` is the call's ``PendingCall/hops``: the action states the command had passed
+    /// through before it stopped (the loop guard counts across calls).
+    public func resume(
+        call id: String, result: ServiceResult, session: FlowSessionState, host: some FlowHost, call: FlowCall, hops: Int = 0
+    ) async throws -> FlowStep {
         guard let state = flow.states[session.state], let transition = callTransitions[id] else {
             throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' has no service call \(id) in state '\(session.state)'")
         }
         var run = Run(engine: self, host: host, call: call, context: session.context)
         run.context["error"] = nil
-        return try await run.resume(transition, result: result, from: state)
+        return try await run.resume(transition, result: result, from: state, hops: hops)
     }
 
     /// Renders the current state's answer again (after an expired payload was refreshed, or to
@@ -297,7 +303,7 @@ private struct Run<Host: FlowHost> {
             let request = serviceCall.render(scope)
             return FlowStep(
                 session: FlowSessionState(state: state.name, context: context.filter { $0.key != "data" }), finished: nil,
-                reply: .refresh, effects: effects, pending: PendingCall(call: serviceCall.id, request: request))
+                reply: .refresh, effects: effects, pending: PendingCall(call: serviceCall.id, request: request, hops: hops))
         }
         if let effect = transition.effect {
             let result = try await host.runEffect(effect.name, arguments: effect.renderArguments(scope), call: call)
@@ -317,7 +323,7 @@ private struct Run<Host: FlowHost> {
     }
 
     /// Follows a service call's outcome.
-    mutating func resume(_ transition: Transition, result: ServiceResult, from state: FlowState) async throws -> FlowStep {
+    mutating func resume(_ transition: Transition, result: ServiceResult, from state: FlowState, hops: Int) async throws -> FlowStep {
         func target(for result: ServiceResult) -> Target? {
             for key in result.outcomeKeys {
                 if let found = transition.outcomes.first(where: { $0.outcome == key }) { return found.target }
@@ -337,7 +343,7 @@ private struct Run<Host: FlowHost> {
                 kind: .definition,
                 message: "flow '\(flow.name)': service call outcome '\(result.outcomeKeys.first ?? "?")' is handled by no transition")
         }
-        return try await land(chosen, from: state, hops: 0, typed: nil)
+        return try await land(chosen, from: state, hops: hops, typed: nil)
     }
 
     mutating func land(_ target: Target, from state: FlowState, hops: Int, typed: String?) async throws -> FlowStep {

@@ -52,8 +52,45 @@ public struct FlowLinter: Sendable {
                 findings.error("state '\(name)' is unreachable from the start state '\(flow.start)'", flow.states[name]!.location)
             }
         }
+        if let cycle = Self.actionCycle(in: flow), let first = flow.states[cycle[0]] {
+            findings.error(
+                "action states \((cycle + [cycle[0]]).map { "'\($0)'" }.joined(separator: " → ")) form a loop with no answer between them: "
+                    + "a command would go round it (calling any service in it again each time) until refused after \(FlowEngine.maxHops) "
+                    + "action states; let a state that answers (an input, a screen, an error with retry) come between",
+                first.location)
+        }
         findings.all += fieldReferenceProblems(in: flow)
         return findings.all
+    }
+
+    /// A cycle of action states (through an effect's or a call's outcomes, a match or a guard),
+    /// in order, if the flow has one: states that answer nothing, so one command would pass
+    /// through them again and again.
+    static func actionCycle(in flow: FlowDefinition) -> [String]? {
+        func next(_ name: String) -> [String] {
+            guard case .action(let transition)? = flow.states[name]?.response else { return [] }
+            return targets(of: transition).filter { target in
+                if case .action? = flow.states[target]?.response { return true }
+                return false
+            }
+        }
+        var done: Set<String> = []
+        var path: [String] = []
+        func visit(_ name: String) -> [String]? {
+            if let index = path.firstIndex(of: name) { return Array(path[index...]) }
+            guard !done.contains(name) else { return nil }
+            path.append(name)
+            for target in next(name) {
+                if let cycle = visit(target) { return cycle }
+            }
+            path.removeLast()
+            done.insert(name)
+            return nil
+        }
+        for name in flow.stateOrder {
+            if let cycle = visit(name) { return cycle }
+        }
+        return nil
     }
 
     /// Every state a state's transitions can lead to.

@@ -23,16 +23,20 @@ extension FlowRuntime {
         /// included). A request finding it later takes the call over: that replica is gone.
         var until: Date
         var request: ServiceRequest
+        /// The action states the command had passed through when it stopped at the call (the
+        /// flow's loop guard goes on counting from here).
+        var hops: Int
 
         static let key = "calling"
 
-        init(call: String, event: String, step: Int, inputDigest: String, until: Date, request: ServiceRequest) {
+        init(call: String, event: String, step: Int, inputDigest: String, until: Date, request: ServiceRequest, hops: Int) {
             self.call = call
             self.event = event
             self.step = step
             self.inputDigest = inputDigest
             self.until = until
             self.request = request
+            self.hops = hops
         }
 
         init?(_ session: SessionRow) {
@@ -42,13 +46,13 @@ extension FlowRuntime {
             else { return nil }
             self.init(
                 call: call, event: event, step: step, inputDigest: digest, until: Date(timeIntervalSince1970: Double(until) / 1000),
-                request: request)
+                request: request, hops: object["hops"]?.intValue ?? 0)
         }
 
         var jsonValue: JSONValue {
             [
                 "call": .string(call), "event": .string(event), "step": .int(step), "digest": .string(inputDigest),
-                "until": .int(Int(until.timeIntervalSince1970 * 1000)), "request": request.jsonValue,
+                "until": .int(Int(until.timeIntervalSince1970 * 1000)), "request": request.jsonValue, "hops": .int(hops),
             ]
         }
     }
@@ -58,6 +62,9 @@ extension FlowRuntime {
         var session: UUID
         var calling: Calling
         var command: CommandRequest
+        /// When the command's calls must be done by (set by ``run``: the command's start plus
+        /// the call budget); nil is the whole budget from the call's start.
+        var deadline: ContinuousClock.Instant? = nil
     }
 
     /// Another request's call for the same step is in flight: wait for its reply.
@@ -84,7 +91,7 @@ extension FlowRuntime {
             }
             let calling = Calling(
                 call: pending.call, event: event, step: session.step, inputDigest: command.inputDigest,
-                until: lease(for: request, served: command.served), request: request)
+                until: lease(for: request, served: command.served), request: request, hops: pending.hops)
             session.context[Calling.key] = calling.jsonValue
             session.status = "active"
             SessionStore.update(db, session: session)
@@ -143,11 +150,15 @@ extension FlowRuntime {
             calling: CallWork(session: session.id, calling: taken, command: command))
     }
 
-    /// Makes the call (no transaction open), then applies its result in a new one.
+    /// Makes the call (no transaction open), then applies its result in a new one. The call gets
+    /// what is left of the command's budget: calls made one after another in one command share
+    /// it, and one with nothing left is a timeout without being sent.
     func perform(_ work: CallWork) async throws -> StepResult {
         var request = work.calling.request
-        request.budget = callBudget
-        let result = await services.call(request, service: work.command.served.bundle.service(request.service))
+        let budget = work.deadline.map { min(callBudget, $0 - .now) } ?? callBudget
+        request.budget = budget
+        let result: ServiceResult =
+            budget > .zero ? await services.call(request, service: work.command.served.bundle.service(request.service)) : .failure(.timeout)
         return try await transaction(flow: work.command.claims.flow) { [self] db in
             try await apply(result, of: work, db: db)
         }
@@ -177,7 +188,7 @@ extension FlowRuntime {
         let host = DatabaseFlowHost(registry: registry, connection: db, logger: logger)
         let step = try await engine.resume(
             call: calling.call, result: result, session: FlowSessionState(state: session.state, context: session.context), host: host,
-            call: call)
+            call: call, hops: calling.hops)
         return try await settle(step, session: session, engine: engine, command: work.command, event: calling.event, db: db)
     }
 

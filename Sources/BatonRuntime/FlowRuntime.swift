@@ -436,7 +436,10 @@ public final class FlowRuntime: Sendable {
             let startedFlow = result.startedFlow
             if let wait = result.awaiting {
                 result = try await waitForCall(wait)
-            } else if let work = result.calling {
+            } else if var work = result.calling {
+                // The command's calls end within the budget counted from the command's start,
+                // so the time its first transaction took is not given to them again.
+                work.deadline = started + callBudget
                 result = try await call(work)
             }
             result.startedFlow = result.startedFlow ?? startedFlow
@@ -473,7 +476,14 @@ public final class FlowRuntime: Sendable {
         }
         do {
             var result = try await perform(first)
-            while let next = result.calling { result = try await perform(next) }
+            while var next = result.calling {
+                // A step that goes from one call to the next: the calls share the command's
+                // budget, and a request whose deadline passed makes no more (the flow's loop
+                // guard ends a loop through a call; this ends the wait for it).
+                try Task.checkCancellation()
+                next.deadline = first.deadline
+                result = try await perform(next)
+            }
             flights.withLock { _ = $0.removeValue(forKey: key) }
             flight.finish(.success(result.reply.body))
             return result

@@ -26,6 +26,38 @@ struct FlowEngineTests {
         #expect(input.error == nil)
     }
 
+    @Test("a loop through a service call counts its action states across the calls: one command is refused after 32, not run forever")
+    func loopThroughACall() async throws {
+        // Lint refuses this flow (FlowLinter.actionCycle); the engine's own guard stands behind it.
+        let source = """
+            flow: poll
+            start: check
+            states:
+              check:
+                call: { service: tracking, path: /v1/parcels/3SDEMO0000001 }
+                outcomes: { 2xx: shown, unavailable: check }
+              shown:
+                done: {}
+            """
+        let (loaded, diagnostics) = FlowLoader.load(source: source, file: "Flows/poll.yaml")
+        #expect(diagnostics.isEmpty, "\(diagnostics)")
+        let engine = FlowEngine(flow: try #require(loaded))
+        var step = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
+        var calls = 0
+        do {
+            while let pending = step.pending, calls < 100 {
+                calls += 1
+                step = try await engine.resume(
+                    call: pending.call, result: .failure(.timeout), session: step.session, host: host, call: Fixtures.user, hops: pending.hops)
+            }
+            Issue.record("the loop went on for \(calls) calls")
+        } catch let error as FlowEngineError {
+            #expect(error.kind == .definition)
+            #expect(error.message.contains("more than \(FlowEngine.maxHops) action states"), "\(error.message)")
+        }
+        #expect(calls > 1 && calls <= FlowEngine.maxHops + 1, "one call per pass through the action state: \(calls)")
+    }
+
     @Test("parameters are checked: unknown, pattern, required")
     func parameters() async {
         let engine = Fixtures.engine("note-create")

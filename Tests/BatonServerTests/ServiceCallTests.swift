@@ -313,6 +313,51 @@ struct ServiceCallTests {
         await server.stop()
     }
 
+    @Test("calls one after another in one command share the command's budget: the second gets what the first left, not a budget of its own")
+    func chainedCallsShareTheBudget() async throws {
+        let server = try await TrackingServer()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flows-chained-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: BuiltinFlowsTests.flows, to: directory)
+        try """
+            flow: twice
+            title: Two lookups
+            auth: user
+            start: first
+            states:
+              first:
+                call: { service: tracking, path: /v1/parcels/3SDEMO0000001 }
+                outcomes: { 2xx: second, unavailable: late }
+              second:
+                call: { service: tracking, path: /v1/parcels/3SDEMO0000002 }
+                outcomes: { 2xx: shown, unavailable: late }
+              late:
+                error: { message: Out of time. }
+              shown:
+                done: { message: Both answered. }
+            """.write(to: directory.appendingPathComponent("twice.yaml"), atomically: true, encoding: .utf8)
+        let url = server.baseURL
+        let environment = try await TestApplication.environment(
+            flows: directory, registry: BuiltinFlowsTests.registry(),
+            configure: { configuration in
+                let configured = configuration.serviceSetting
+                configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
+                configuration.requestTimeout = .seconds(3)  // a call budget of 1 s
+            })
+        // Each answer takes 0.7 s: the first fits the budget; the second, with about 0.3 s left, does not.
+        server.configure { $0.delay = .milliseconds(700) }
+        let runtime = try #require(environment.runtime)
+        let identity = ClientIdentity(user: "henk")
+        let profile = ClientProfile(contract: 3)
+        let payload = try runtime.mintStart(flow: "twice", parameters: [:], identity: identity, profile: profile)
+        let reply = try await runtime.execute(payload: payload, input: .none, identity: identity, profile: profile)
+        let answer = try JSONValue.parse(reply.body)
+        #expect(answer["message"] == "Out of time.", "\(answer)")
+        // The second is sent with what is left, or not at all when nothing is (a loaded machine).
+        #expect(server.requests.first?.path == "/v1/parcels/3SDEMO0000001")
+        await environment.pool.close()
+        await server.stop()
+    }
+
     @Test("a double tap during a slow redirect calls the service once; both taps get the one answer")
     func doubleTapDuringCall() async throws {
         let server = try await TrackingServer()
@@ -538,6 +583,52 @@ extension ServiceCallTests {
         #expect(messages.contains { $0.hasPrefix("Flows/lookup.yaml:8:") && $0.contains("unknown service 'trackng'") && $0.contains("did you mean 'tracking'") }, "\(messages)")
         #expect(messages.contains { $0.contains("'timeuot' is not a call outcome") && $0.contains("did you mean 'timeout'") }, "\(messages)")
         #expect(messages.contains { $0.contains("does not handle timeout, circuit_open, failed, bad_response, refused") }, "\(messages)")
+    }
+
+    @Test("lint: action states that lead back to themselves with no answer between (a call retried by its own outcome) are a loop")
+    func lintLoop() throws {
+        func errors(_ source: String) throws -> [String] {
+            let (flow, loadDiagnostics) = FlowLoader.load(source: source, file: "Flows/poll.yaml")
+            #expect(loadDiagnostics.isEmpty, "\(loadDiagnostics)")
+            var linter = FlowLinter(catalog: FlowCatalog())
+            linter.services = ["tracking": ServiceDefinition(name: "tracking")]
+            return linter.lint(try #require(flow)).filter { $0.severity == .error }.map(\.description)
+        }
+        let looping = try errors(
+            """
+            flow: poll
+            start: check
+            states:
+              check:
+                call: { service: tracking, path: /v1/parcels/3SDEMO0000001 }
+                outcomes: { 2xx: shown, unavailable: wait }
+              wait:
+                match: "{{result.failure}}"
+                cases: { timeout: check }
+                otherwise: sorry
+              sorry:
+                error: { message: Tracking is not answering. }
+              shown:
+                done: {}
+            """)
+        #expect(looping.count == 1, "\(looping.joined(separator: "\n"))")
+        #expect(looping.first?.contains("action states 'check' → 'wait' → 'check' form a loop") == true, "\(looping)")
+        // The same retry through a state that answers (the user taps "retry") is no loop.
+        let answering = try errors(
+            """
+            flow: poll
+            start: check
+            states:
+              check:
+                call: { service: tracking, path: /v1/parcels/3SDEMO0000001 }
+                outcomes: { 2xx: shown, unavailable: sorry }
+              sorry:
+                error: { message: Tracking is not answering., retry: retry }
+                on: { retry: check }
+              shown:
+                done: {}
+            """)
+        #expect(answering.isEmpty, "\(answering)")
     }
 }
 
