@@ -1,6 +1,7 @@
 import BatonFlows
 import BatonJSON
 import BatonPostgres
+import Crypto
 import Foundation
 import Logging
 import Synchronization
@@ -235,12 +236,14 @@ public final class FlowRuntime: Sendable {
             let claims = PayloadClaims(
                 subject: subject.description, flow: flow, sessionID: nil, step: 0, event: "start", expires: 0, parameters: parameters)
             // The session id is chosen before the transaction, so a retry of this same request
-            // after an ambiguous COMMIT finds the session it may already have started.
+            // after an ambiguous COMMIT finds the session it may already have started. With an
+            // idempotency key it is the key's: a retry with the key finds the session the key's
+            // first request started, and answers from it (see below).
             startClaims = (
                 CommandRequest(
                     claims: claims, expired: false, input: .none, inputDigest: CommandInput.none.digest, identity: identity,
                     profile: profile, now: now, served: served),
-                UUID()
+                idempotency.map(Self.sessionID(for:)) ?? UUID()
             )
         case .screen(let name):
             flowName = ""
@@ -249,9 +252,15 @@ public final class FlowRuntime: Sendable {
             fetched = await fetch(template, parameters: parameters, identity: identity, served: served)
         }
         return try await run(flow: flowName, started: started) { [self, startClaims, screenTemplate, fetched] db in
-            if let idempotency, let earlier = try await IdempotencyStore.claim(db, idempotency) {
+            var earlier: [UInt8]?
+            if let idempotency { earlier = try await IdempotencyStore.claim(db, idempotency) }
+            if let earlier, !earlier.isEmpty || startClaims == nil {
                 return StepResult(reply: CommandReply(body: earlier, replayed: true, outcome: .replayed, flow: flowName))
             }
+            // An empty stored reply: the key's first request started its flow, which stopped at a
+            // service call, so its answer is the session's. Starting again with the key's session
+            // id finds that session, and answers as a repeated start does: the logged answer, or
+            // a wait for the call in flight (409 past it), or the call taken over.
             var result: StepResult
             if let (request, id) = startClaims {
                 result = try await start(request, id: id, parameters: parameters, db: db)
@@ -268,9 +277,23 @@ public final class FlowRuntime: Sendable {
             } else {
                 preconditionFailure("a link target is a flow or a screen")
             }
-            if let idempotency { IdempotencyStore.record(db, idempotency, response: result.reply.body) }
+            if let idempotency, earlier == nil {
+                let answered = result.calling == nil && result.awaiting == nil
+                IdempotencyStore.record(db, idempotency, response: answered ? result.reply.body : [])
+            }
             return result
         }
+    }
+
+    /// The session a deep link's flow starts under an idempotency key: the same for every
+    /// request with the key (and the request it was first used for), and for no other.
+    static func sessionID(for key: IdempotencyKey) -> UUID {
+        var bytes = Array(SHA256.hash(data: Array("baton-link-session\u{1F}\(key.scope)\u{1F}\(key.key)\u{1F}\(key.requestDigest)".utf8)).prefix(16))
+        bytes[6] = bytes[6] & 0x0F | 0x80  // version 8: custom
+        bytes[8] = bytes[8] & 0x3F | 0x80  // RFC 9562 variant
+        return UUID(uuid: (
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9], bytes[10], bytes[11],
+            bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 
     /// A start action's payload for `flow`, as a screen rendered now for this client would carry

@@ -58,6 +58,8 @@ enum IdempotencyStore {
     }
 
     /// Stores the reply of the key's first request; it commits with the request's own writes.
+    /// Empty when that request's flow stopped at a service call: the answer is then its
+    /// session's (``FlowRuntime/resolveLink(_:parameters:identity:profile:idempotency:)``).
     static func record(_ db: PostgresConnection, _ key: IdempotencyKey, response: [UInt8]) {
         db.enqueue(
             "INSERT INTO idempotency_keys (scope, key, request_digest, response) VALUES ($1, $2, $3, $4)",

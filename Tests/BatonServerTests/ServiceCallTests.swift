@@ -358,6 +358,83 @@ struct ServiceCallTests {
         await server.stop()
     }
 
+    @Test("a deep link whose flow starts with a service call: a retry with the same Idempotency-Key gets the first answer, during the call and after it, and the service is called once")
+    func deepLinkStartingWithACall() async throws {
+        let server = try await TrackingServer()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flows-link-call-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: BuiltinFlowsTests.flows, to: directory)
+        try """
+            flow: parcel-link
+            title: A parcel from a link
+            auth: any
+            params:
+              code: { pattern: "^3S[A-Z0-9]{8,11}$" }
+            start: lookup
+            states:
+              lookup:
+                call: { service: tracking, path: "/v1/parcels/{{params.code}}" }
+                outcomes: { 2xx: shown, unavailable: sorry }
+              sorry:
+                error: { message: Tracking is not answering. }
+              shown:
+                done: { message: "Parcel {{result.code}}: {{result.status}}" }
+            """.write(to: directory.appendingPathComponent("parcel-link.yaml"), atomically: true, encoding: .utf8)
+        let links = directory.appendingPathComponent("deeplinks.yaml")
+        try (try String(contentsOf: links, encoding: .utf8)).replacingOccurrences(of: "\nlinks:\n", with: "\nlinks:\n" + """
+              parcel:
+                description: A parcel's status
+                urls:
+                  - exampleapp://parcel
+                query:
+                  code: { pattern: "^3S[A-Z0-9]{8,11}$", maxLength: 13 }
+                platforms: [appclip, ios, android]
+                flow: parcel-link
+                params:
+                  code: code
+
+            """).write(to: links, atomically: true, encoding: .utf8)
+        let url = server.baseURL
+        let environment = try await TestApplication.environment(
+            flows: directory, registry: BuiltinFlowsTests.registry(),
+            configure: { configuration in
+                let configured = configuration.serviceSetting
+                configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
+            })
+        var headers = deviceHeaders("6d7e8f90-a1b2-4c3d-8e4f-5a6b7c8d9e0f")
+        headers[HTTPField.Name("X-Client-Platform")!] = "appclip"
+        headers[.contentType] = "application/json"
+        let linkHeaders = headers
+        try await buildApplication(environment).test(.router) { client in
+            @Sendable func resolve(_ code: String, key: String) async throws -> TestResponse {
+                var withKey = linkHeaders
+                withKey[HTTPField.Name("Idempotency-Key")!] = key
+                return try await client.execute(
+                    uri: "/v3/deeplinks/resolve", method: .post, headers: withKey,
+                    body: ByteBuffer(bytes: JSONEncoding.encode(["url": .string("exampleapp://parcel?code=\(code)")])))
+            }
+            let first = try await resolve("3SDEMO0000001", key: "tap-1")
+            #expect(first.json["message"] == "Parcel 3SDEMO0000001: On its way", "\(first.text)")
+            let retry = try await resolve("3SDEMO0000001", key: "tap-1")
+            #expect(retry.status == .ok)
+            #expect(Array(buffer: retry.body) == Array(buffer: first.body), "\(retry.text)")
+            #expect(retry.headers[.idempotentReplay] == "true")
+            #expect(server.requests.count == 1, "the retry is answered from the session, not by calling again")
+
+            // A retry while the first request's call is still in flight waits for its answer.
+            server.configure { $0.delay = .milliseconds(1500) }
+            async let slow = resolve("3SDEMO0000002", key: "tap-2")
+            for _ in 0..<100 where server.requests.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+            let during = try await resolve("3SDEMO0000002", key: "tap-2")
+            let original = try await slow
+            #expect(original.json["message"] == "Parcel 3SDEMO0000002: On its way", "\(original.text)")
+            #expect(Array(buffer: during.body) == Array(buffer: original.body), "\(during.text)")
+            #expect(server.requests.count == 2, "one call for the key's two requests")
+            #expect(try await environment.pool.query("SELECT count(*) FROM flow_sessions WHERE flow = 'parcel-link'")[0].decode(Int.self, at: 0) == 2)
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+
     @Test("a double tap during a slow redirect calls the service once; both taps get the one answer")
     func doubleTapDuringCall() async throws {
         let server = try await TrackingServer()
