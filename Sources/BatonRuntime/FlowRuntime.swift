@@ -126,10 +126,15 @@ public final class FlowRuntime: Sendable {
     /// With a ramp, new sessions of the flows the ramp changes start on the ramp's definitions
     /// for `percent`% of subjects (by a stable hash of the subject, so a subject always lands on
     /// the same side); screens and everything else come from the ramp's bundle at once.
+    ///
+    /// The definitions are stored by hash first: a session's row refers to its definition, so
+    /// a flow served before its definition is stored cannot start (the insert would break the
+    /// reference). If they cannot be stored, nothing changes and the error is thrown.
     public func serve(
         bundle: FlowBundle, fitter: any ReplyFitter, release: String, ramp: (bundle: FlowBundle, release: String, percent: Int)? = nil
-    ) {
+    ) async throws {
         let next = ServedFlows(bundle: bundle, fitter: fitter, release: release, ramp: ramp, screenCacheBytes: screenCacheBytes)
+        try await store(next)
         pin(next)
         served.withLock { $0 = next }
     }
@@ -144,9 +149,11 @@ public final class FlowRuntime: Sendable {
     /// Stores the served definitions by hash, so sessions can always find the rules they
     /// started on. Called at startup and whenever a release is served.
     public func publishDefinitions() async throws {
-        let definitions = served.withLock { served in
-            Array(served.current.values.map(\.flow)) + Array(served.ramp?.engines.values.map(\.flow) ?? [])
-        }
+        try await store(served.withLock { $0 })
+    }
+
+    private func store(_ served: ServedFlows) async throws {
+        let definitions = Array(served.current.values.map(\.flow)) + Array(served.ramp?.engines.values.map(\.flow) ?? [])
         try await pool.withTransaction { db in try await SessionStore.publish(db, definitions: definitions) }
     }
 

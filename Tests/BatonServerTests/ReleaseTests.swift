@@ -9,6 +9,7 @@ import BatonTestSupport
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import Logging
 import Synchronization
 import Testing
 
@@ -128,6 +129,50 @@ struct ReleaseTests {
                 #expect(metrics.contains(#"baton_flows_release_info{release="\#(ids[18])",role="current"} 1"#))
                 #expect(metrics.contains(#"baton_flows_reloads_total{result="ok"} 21"#))
             }
+        }
+    }
+
+    @Test("a release's changed flows can start the moment it is served: its definitions are stored before it is")
+    func definitionsStoredBeforeServing() async throws {
+        let (a, _) = try await replicas()
+        let runtime = try #require(a.runtime)
+        let b = try files(welcome: "Welcome B") {
+            $0["playlist-create.yaml"] = $0["playlist-create.yaml"]!.replacingOccurrences(
+                of: #"done: { message: "Created “{{result.name}}”""#, with: #"done: { message: "Made “{{result.name}}”""#)
+        }
+        let definitions = try ReleaseWatcher.load(b, catalog: runtime.catalog)
+        let fitter = try #require(definitions.fitter(metrics: BatonMetrics(), buckets: ClientBuckets(), logger: Logger(label: "release-test")))
+        // What the watcher does when the release arrives, with nothing after it.
+        try await runtime.serve(bundle: definitions.bundle, fitter: fitter, release: b.id)
+        let user = try await userHeaders("rita")
+        try await buildApplication(a).test(.router) { client in
+            let home = try await client.execute(uri: "/v3/screens/home", method: .get, headers: user).json
+            let ask = try await client.command(try #require(ScenarioRunner.payload(titled: "New playlist", in: home)), headers: user)
+            #expect(ask.status == .ok, "\(ask.text)")
+            #expect(ask.json["type"] == "input")
+        }
+    }
+
+    @Test("a release the database failed to hand over (not the release's fault) is loaded again at the next check")
+    func loadRetriedAfterDatabaseFailure() async throws {
+        let (a, _) = try await replicas()
+        try await buildApplication(a).test(.router) { client in
+            _ = try await publish(a.pool, try files(welcome: "Welcome A"))
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome A" }
+            // B becomes current, and its files cannot be read when the replica goes to fetch them.
+            let version = try await a.pool.withTransaction { db in
+                let state = try await ReleaseStore.publish(db, try files(welcome: "Welcome B"), message: "test", actor: "tests")
+                try await db.query("ALTER TABLE flow_releases RENAME TO flow_releases_away")
+                return state.version
+            }
+            _ = try await within(.seconds(5)) {
+                try await a.pool.query("SELECT count(*) FROM flow_release_reports WHERE replica = 'a' AND state_version = $1 AND NOT ok", [version])[0]
+                    .decode(Int.self, at: 0) == 1
+            }
+            #expect(try await welcome(client) == "Welcome A", "still serving the previous release")
+            try await a.pool.query("ALTER TABLE flow_releases_away RENAME TO flow_releases")
+            // The check interval is 1 s here.
+            _ = try await within(.seconds(8)) { try await welcome(client) == "Welcome B" }
         }
     }
 

@@ -120,7 +120,10 @@ public final class ReleaseWatcher: Service, Sendable {
             context.logger.error(
                 "could not load flows release; still serving the previous one",
                 metadata: ["release": .string(String(wanted.prefix(12))), "error": "\(error)"])
-            state.withLock { $0.version = current.version }
+            // A database that failed us is no verdict on the release: the next check (the
+            // timer, a notification, the listener's reconnect) tries again. Any other failure
+            // is the release's own and would only fail again, until the state changes.
+            if !(error is PostgresError) { state.withLock { $0.version = current.version } }
             await report(current, release: wanted, ok: false, detail: "\(error)")
         }
     }
@@ -132,11 +135,11 @@ public final class ReleaseWatcher: Service, Sendable {
         guard let contract = shown.contract,
             let fitter = shown.fitter(metrics: context.metrics, buckets: context.buckets, logger: context.logger)
         else { throw ReleaseError("release \((ramp?.id ?? release).prefix(12)) has no contract") }
-        context.runtime.serve(bundle: base.bundle, fitter: fitter, release: release, ramp: ramp.map { ($0.definitions.bundle, $0.id, $0.percent) })
+        try await context.runtime.serve(
+            bundle: base.bundle, fitter: fitter, release: release, ramp: ramp.map { ($0.definitions.bundle, $0.id, $0.percent) })
         context.live.serve(
             LiveDefinitions.Served(
                 contract: contract, allowlist: shown.allowlist, release: release, ramp: ramp?.id, rampPercent: ramp?.percent ?? 0))
-        try? await context.runtime.publishDefinitions()
         context.metrics.prepare(flows: context.runtime.bundle.flows.keys.sorted())
         context.metrics.recordLoadedFlows(context.runtime.bundle.flows.mapValues(\.hash))
         context.metrics.recordRelease(release, ramp: ramp?.id)
