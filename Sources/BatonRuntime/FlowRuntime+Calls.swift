@@ -167,8 +167,13 @@ extension FlowRuntime {
     /// The second transaction: the session must still be waiting on this very call.
     private func apply(_ result: ServiceResult, of work: CallWork, db: PostgresConnection) async throws -> StepResult {
         let calling = work.calling
-        guard case (var session, let logged)? = try await SessionStore.lock(db, id: work.session, step: calling.step, event: calling.event) else {
+        guard case (var session, var logged)? = try await SessionStore.lock(db, id: work.session, step: calling.step, event: calling.event) else {
             throw CommandError(.notFound, "the session ended while its service call was in flight", flow: work.command.claims.flow)
+        }
+        if logged == nil, session.step != calling.step {
+            // We may have waited for the lock while another request (a takeover) finished this
+            // step: the join above read the log from before the wait, a fresh statement sees it.
+            logged = try await SessionStore.logged(db, id: work.session, step: calling.step, event: calling.event)
         }
         if let logged {
             // Another request (a takeover) finished this step first: its answer stands.

@@ -462,6 +462,53 @@ struct ServiceCallTests {
         await server.stop()
     }
 
+    @Test("a call's answer applied after waiting for the session's row, which another request finished meanwhile: the identical command gets that request's stored answer")
+    func applyAfterATakeoverFinished() async throws {
+        let server = try await TrackingServer()
+        let environment = try await environment(server)
+        let holder = PostgresPool(configuration: .init(conninfo: environment.pool.configuration.conninfo, maxConnections: 1))
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("henk")
+            let choice = try await choosePoint(client, code: "3SDEMO0000003", headers: headers)
+            let submit = try action(choice, titled: "submit")
+            server.configure { $0.delay = .milliseconds(800) }
+            async let tapped = client.command(submit, input: ["choice": "UT-0001"], headers: headers)
+            for _ in 0..<300 where !server.requests.contains(where: { $0.method == "POST" }) { try await Task.sleep(for: .milliseconds(10)) }
+            // While the call is in flight, another request (a takeover, as on another replica)
+            // holds the session's row, and then finishes the step with its own answer.
+            let taken = #"{"type":"done","message":"Answered by the takeover.","refresh":true}"#
+            try await holder.withConnection { db in
+                try await db.execute("BEGIN")
+                let row = try await db.query(
+                    """
+                    SELECT id, (context->'calling'->>'step')::int, context->'calling'->>'event', context->'calling'->>'digest'
+                    FROM flow_sessions WHERE context ? 'calling' FOR UPDATE
+                    """)[0]
+                let (id, step, event, digest) = (
+                    try row.decode(UUID.self, at: 0), try row.decode(Int.self, at: 1), try row.decode(String.self, at: 2),
+                    try row.decode(String.self, at: 3))
+                // Until the call's answer is being applied: its transaction waits for this row.
+                for _ in 0..<500 {
+                    let waiting = try await environment.pool.query(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF s%'")
+                    if try waiting[0].decode(Int.self, at: 0) > 0 { break }
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                try await db.query("UPDATE flow_sessions SET step = step + 1, context = context - 'calling' WHERE id = $1", [id])
+                try await db.query(
+                    "INSERT INTO command_log (session_id, step, event, response, outcome, input_digest) VALUES ($1, $2, $3, $4, 'done', $5)",
+                    [id, step, event, taken, digest])
+                try await db.execute("COMMIT")
+            }
+            let answer = try await tapped
+            #expect(answer.status == .ok)
+            #expect(answer.text == taken, "the stored answer, not refresh: \(answer.text)")
+        }
+        await holder.close()
+        await environment.pool.close()
+        await server.stop()
+    }
+
     @Test("a redirect applied whose answer is lost is retried with the same key and applied once")
     func lostAnswer() async throws {
         let server = try await TrackingServer()
