@@ -203,9 +203,14 @@ private final class Service: Sendable {
         let attempts = mayRetry ? max(1, min(request.attempts ?? definition.attempts, definition.attempts)) : 1
         var wait = definition.backoff
         var last: Attempt = .failure(.failed)
+        // Whether an attempt waited out the service's own attempt timeout: only that says the
+        // service is too slow. A shorter one (a screen load's, a call's own `timeout:`, the
+        // last of a budget, a cancelled request) says only that this caller could not wait.
+        var waitedFullTimeout = false
         for attempt in 1...attempts {
             let sent = ContinuousClock.now
             last = await send(request, timeout: min(attemptTimeout, deadline - .now), logger: logger)
+            if case .failure(.timeout, _) = last, ContinuousClock.now - sent >= definition.attemptTimeout { waitedFullTimeout = true }
             logger.debug(
                 "service call attempt",
                 metadata: ["attempt": .stringConvertible(attempt), "result": .string(last.reason), "duration": .stringConvertible(ContinuousClock.now - sent)])
@@ -218,12 +223,15 @@ private final class Service: Sendable {
             wait = min(wait * 2, definition.maxBackoff)
         }
         let result = last.result
-        let failed: Bool
+        let failed: Bool?
         switch result {
         case .response(let status, _): failed = status >= 500
-        case .failure(let failure): failed = failure == .timeout || failure == .failed
+        case .failure(.timeout): failed = waitedFullTimeout ? true : nil
+        case .failure(let failure): failed = failure == .failed
         }
-        if let change = breaker.record(success: !failed) {
+        var change: Bool?
+        if let failed { change = breaker.record(success: !failed) } else { breaker.abstain() }
+        if let change {
             metrics.circuitChanged(service: definition.name, isOpen: change)
             if change {
                 logger.error("service circuit opened", metadata: ["open.seconds": .stringConvertible(definition.circuitOpen.components.seconds)])
@@ -411,6 +419,12 @@ final class CircuitBreaker: Sendable {
             state.probing = true
             return .probe
         }
+    }
+
+    /// A call that says nothing of the service's health (it timed out before the service's own
+    /// attempt timeout): nothing is counted; if it was the probe, the next call probes.
+    func abstain() {
+        state.withLock { $0.probing = false }
     }
 
     /// Records a call's result; returns true when the circuit just opened, false when it just
