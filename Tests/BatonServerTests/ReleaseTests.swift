@@ -132,6 +132,70 @@ struct ReleaseTests {
         }
     }
 
+    @Test("a release may not drop a screen template that a definition still in use shows: active sessions', or while ramping the current release's flows")
+    func templatesInUseKept() async throws {
+        let (a, _) = try await replicas()
+        let peekFlow = """
+            flow: peek
+            title: Peek
+            auth: user
+            start: ask
+            states:
+              ask:
+                input: { title: Anything }
+                on: { submit: detail, cancel: gone }
+              detail:
+                screen: { presentation: push, template: peek-detail }
+                on: { close: gone }
+              gone:
+                done: {}
+            """
+        let peekTemplate = """
+            screen: peek-detail
+            title: Peek
+            content:
+              id: peek-detail
+              title: Peek
+              sections:
+                - id: main
+                  components:
+                    - { type: text, id: text, text: A peek. }
+                    - { type: button, id: close, title: Close, action: { type: command, event: close } }
+            """
+        let withPeek = try files(welcome: "Welcome A") {
+            $0["peek.yaml"] = peekFlow
+            $0["screens/peek-detail.yaml"] = peekTemplate
+        }
+        _ = try await publish(a.pool, withPeek)
+        // B shows the detail inline and drops the template.
+        let without = try files(welcome: "Welcome B") {
+            $0["peek.yaml"] = peekFlow.replacingOccurrences(
+                of: "screen: { presentation: push, template: peek-detail }",
+                with: "screen: { presentation: push, id: peek-detail, title: Peek, sections: [{ id: main, components: [{ type: text, id: text, text: A peek. }, "
+                    + "{ type: button, id: close, title: Close, action: { type: command, event: close } }] }] }")
+        }
+        // Ramping B: the current release's peek still shows the template to most new sessions.
+        await #expect(throws: ReleaseError.self) { _ = try await publish(a.pool, without, ramp: 10) }
+        try await buildApplication(a).test(.router) { client in
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome A" }
+            // A session on A's peek, at its first state.
+            let user = try await userHeaders("rita")
+            let runtime = try #require(a.runtime)
+            let payload = try runtime.mintStart(flow: "peek", parameters: [:], identity: ClientIdentity(user: "rita"), profile: ClientProfile(contract: 3))
+            #expect(try await client.command(payload, headers: user).json["type"] == "input")
+            do {
+                _ = try await publish(a.pool, without)
+                Issue.record("published a release that drops a template an active session shows")
+            } catch let error as ReleaseError {
+                #expect(error.description.contains("drops screen template 'peek-detail'") && error.description.contains("1 active session"), "\(error)")
+            }
+            // Once the session has ended, the template may go.
+            try await a.pool.query("UPDATE flow_sessions SET status = 'completed' WHERE flow = 'peek'")
+            _ = try await publish(a.pool, without)
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome B" }
+        }
+    }
+
     @Test("a release's changed flows can start the moment it is served: its definitions are stored before it is")
     func definitionsStoredBeforeServing() async throws {
         let (a, _) = try await replicas()

@@ -1,3 +1,4 @@
+import BatonFlows
 import BatonJSON
 import BatonPostgres
 import Foundation
@@ -76,6 +77,8 @@ public enum ReleaseStore {
             "INSERT INTO flow_releases (id, files, message, published_by) VALUES ($1, $2::jsonb, $3, $4) ON CONFLICT (id) DO NOTHING",
             [id, PostgresJSON(String(decoding: JSONEncoding.encode(.object(object)), as: UTF8.self)), message, actor])
         let before = try await lockedState(db)
+        let ramping = rampPercent.map { $0 < 100 } ?? false
+        try await checkTemplatesKept(db, files, oldFlowsFrom: ramping ? before.current : nil)
         if let rampPercent, rampPercent < 100 {
             guard before.current != nil, before.current != id else {
                 throw ReleaseError(
@@ -87,6 +90,42 @@ public enum ReleaseStore {
         }
         return try await change(db, action: "publish", release: id, previous: before.current, current: id, ramp: nil, percent: 0,
                           actor: actor, message: message)
+    }
+
+    /// Screens switch to a release's at once, for every session (flows keep the definition they
+    /// started on): a release may not drop a screen template that a definition still in use
+    /// shows, or those sessions would fail at that state. In use: the definitions of active
+    /// sessions, and while ramping the current release's flows (most new sessions start on
+    /// them).
+    private static func checkTemplatesKept(_ db: PostgresConnection, _ files: ReleaseFiles, oldFlowsFrom current: String?) async throws {
+        var kept: Set<String> = []
+        for (path, source) in files.files where path.hasPrefix("screens/") && (path.hasSuffix(".yaml") || path.hasSuffix(".yml")) {
+            if let screen = ScreenTemplate.load(source: source, file: path).0 { kept.insert(screen.name) }
+        }
+        var inUse: [(flow: String, source: String, sessions: Int)] = try await db.query(
+            """
+            SELECT d.flow, d.source, count(*) FROM flow_sessions s JOIN flow_definitions d ON d.hash = s.definition_hash
+            WHERE s.status = 'active' AND s.expires_at > now() GROUP BY d.flow, d.source ORDER BY d.flow
+            """
+        ).map { (try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1), try $0.decode(Int.self, at: 2)) }
+        if let current {
+            for (path, source) in try await Self.files(db, release: current).files.sorted(by: { $0.key < $1.key })
+            where !path.contains("/") && path.hasSuffix(".yaml") && !["contract.yaml", "deeplinks.yaml", "services.yaml"].contains(path) {
+                inUse.append((String(path.dropLast(5)), source, 0))
+            }
+        }
+        for definition in inUse {
+            guard let flow = FlowLoader.load(source: definition.source, file: definition.flow).0 else { continue }
+            for name in flow.stateOrder {
+                guard case .screen(let spec)? = flow.states[name]?.response, let template = spec.templateName, !kept.contains(template) else { continue }
+                throw ReleaseError(
+                    "release \(files.id.prefix(12)) drops screen template '\(template)', which flow '\(flow.name)' shows in state '\(name)' "
+                        + (definition.sessions > 0
+                            ? "to \(definition.sessions) active session(s) on its earlier definition"
+                            : "as the current release defines it, which most new sessions start on while the release ramps")
+                        + ": keep the template until those sessions have ended (the flow's ttl), then drop it")
+            }
+        }
     }
 
     /// Makes the ramping release current for everyone.
