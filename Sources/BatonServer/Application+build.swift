@@ -100,6 +100,7 @@ public func buildApplication(
         Response.json(bytes: openAPI, headers: [.cacheControl: "public, max-age=300"])
     }
     var services = environment.services
+    var watcher: ReleaseWatcher?
     if let runtime = environment.runtime, let live = environment.live {
         let screens = ScreenController(
             runtime: runtime, authenticator: environment.authenticator, live: live, metrics: environment.metrics,
@@ -124,11 +125,12 @@ public func buildApplication(
                 rollup: environment.metrics.contractHealth, pool: environment.pool,
                 interval: environment.configuration.contractHealthInterval, logger: environment.logger))
         if environment.configuration.flowsSource != .files || environment.configuration.watchFlows {
-            services.append(
-                ReleaseWatcher(
-                    .init(
-                        runtime: runtime, live: live, pool: environment.pool, metrics: environment.metrics, buckets: environment.buckets,
-                        logger: environment.logger, configuration: environment.configuration)))
+            let releases = ReleaseWatcher(
+                .init(
+                    runtime: runtime, live: live, pool: environment.pool, metrics: environment.metrics, buckets: environment.buckets,
+                    logger: environment.logger, configuration: environment.configuration))
+            services.append(releases)
+            watcher = releases
         }
         environment.metrics.recordRelease(runtime.release.id, ramp: nil)
     }
@@ -141,7 +143,7 @@ public func buildApplication(
     environment.metrics.recordBuild(version: BatonVersion.current, commit: BuildInfo.commit)
     environment.metrics.prepareHTTPRefusals()
 
-    return Application(
+    var application = Application(
         router: router,
         // A request NIO cannot parse gets the error envelope too (MalformedRequestEnvelope); a
         // request that does not keep its connection says `Connection: close` in one spelling
@@ -160,4 +162,10 @@ public func buildApplication(
         services: services,
         onServerRunning: onServerRunning,
         logger: environment.logger)
+    if let watcher {
+        // The current release is served from the first request on, not from `Flows/` on disk
+        // until the watcher's first check has run beside the listening server.
+        application.beforeServerStarts { await watcher.firstCheck() }
+    }
+    return application
 }

@@ -196,6 +196,16 @@ struct ReleaseTests {
         }
     }
 
+    @Test("a replica that starts while a release is current serves it from its first request, not Flows/ on disk")
+    func startsOnTheCurrentRelease() async throws {
+        let (a, _) = try await replicas()
+        _ = try await publish(a.pool, try files(welcome: "Welcome B"))
+        try await buildApplication(a).test(.router) { client in
+            let first = try await welcome(client)
+            #expect(first == "Welcome B")
+        }
+    }
+
     @Test("a release's changed flows can start the moment it is served: its definitions are stored before it is")
     func definitionsStoredBeforeServing() async throws {
         let (a, _) = try await replicas()

@@ -35,6 +35,8 @@ public final class ReleaseWatcher: Service, Sendable {
         /// The content id of `Flows/` last served from disk.
         var filesID: String?
         var servingRelease = false
+        /// The first check, which the server waits for before it listens.
+        var first: Task<Void, Never>?
     }
     private let state = Mutex(State())
     private let wake: AsyncStream<Void>
@@ -66,9 +68,22 @@ public final class ReleaseWatcher: Service, Sendable {
         if configuration.watchFlows { await reloadFiles() }
     }
 
+    /// The first check, once, however many callers ask: the server runs it before it listens
+    /// (``buildApplication``), so a replica never answers from `Flows/` on disk while a release
+    /// is current; `run` waits for the same one.
+    public func firstCheck() async {
+        let task = state.withLock { state in
+            if let first = state.first { return first }
+            let first = Task { await self.check() }
+            state.first = first
+            return first
+        }
+        await task.value
+    }
+
     public func run() async throws {
         // Serve the current release before anything else, not on the first notification.
-        await check()
+        await firstCheck()
         let listener: PostgresListener? =
             context.configuration.flowsSource == .files
             ? nil
