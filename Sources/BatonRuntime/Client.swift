@@ -136,26 +136,30 @@ public struct CommandError: Error, Sendable, CustomStringConvertible {
 public struct ScreenReply: Sendable {
     public var body: [UInt8]
     /// `"<32 hex digits>"`: SHA-256 of the body with every action payload masked, of whom the
-    /// payloads were minted for, and of their validity, truncated.
+    /// payloads were minted for, of their validity and of the definitions served, truncated.
     ///
     /// Each render mints fresh start payloads (a nonce per start action), so the bytes differ
     /// every time; what the user sees does not. Masking them keeps `304 Not Modified` working;
     /// hashing the subject and the validity makes the ETag change when the payloads a client
     /// keeps would not be interchangeable with fresh ones (another user, or about to expire).
+    /// So does hashing the served definitions (`served`, ``ServedFlows/etagSeed``): what a start
+    /// action starts, and with which parameters, is only inside its payload, and a release can
+    /// change it alone.
     public var etag: String
 
-    public init(body: [UInt8], subject: String, validUntil: Int) {
-        self.init(body: body, subject: subject, validUntil: validUntil) { _, _ in }
+    public init(body: [UInt8], subject: String, validUntil: Int, served: [UInt8] = []) {
+        self.init(body: body, subject: subject, validUntil: validUntil, served: served) { _, _ in }
     }
 
     /// The same, showing `observe` each chunk of the body and the payload that follows it (nil
     /// after the last chunk), in one pass: the screen cache cuts the payloads out as it goes.
     init(
-        body: [UInt8], subject: String, validUntil: Int,
+        body: [UInt8], subject: String, validUntil: Int, served: [UInt8],
         observing observe: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) -> Void
     ) {
         self.body = body
         var hash = SHA256()
+        hash.update(data: served)
         hash.update(data: Array(subject.utf8) + [0])
         Self.splittingPayloads(body) { chunk, payload in
             hash.update(bufferPointer: chunk)

@@ -360,7 +360,9 @@ public final class FlowRuntime: Sendable {
             throw Self.commandError(error, flow: nil) ?? error
         }
         miss?.reserve(fitted.bytes.count)
-        let reply = ScreenReply(body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry) {
+        let reply = ScreenReply(
+            body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry, served: served.etagSeed
+        ) {
             miss?.add($0, payload: $1)
         }
         if let miss { served.screens.hold(miss, etag: reply.etag, publish: fitted.publish) }

@@ -20,6 +20,10 @@ final class ServedFlows: Sendable {
     let ramp: Ramp?
     /// Its screens as last fitted (a release's screens are its own, so the cache goes with it).
     let screens: ScreenCache
+    /// What a screen's ETag hashes for the definitions served: the release (a digest of every
+    /// file), the ramp, and each flow's definition hash (which tells `Flows/` on disk apart
+    /// after a reload, served as release `files`). The same on every replica serving them.
+    let etagSeed: [UInt8]
 
     /// A release being rolled out to a share of subjects.
     struct Ramp: Sendable {
@@ -36,6 +40,12 @@ final class ServedFlows: Sendable {
         self.screens = ScreenCache(budget: screenCacheBytes)
         self.fitter = fitter
         self.release = release
+        var seed = SHA256()
+        seed.update(data: Array("\(release)\u{0}\(ramp?.release ?? "")\u{0}\(ramp?.percent ?? 0)\u{0}".utf8))
+        for served in [bundle] + (ramp.map { [$0.bundle] } ?? []) {
+            for (name, flow) in served.flows.sorted(by: { $0.key < $1.key }) { seed.update(data: Array("\(name)\u{0}\(flow.hash)\u{0}".utf8)) }
+        }
+        self.etagSeed = Array(seed.finalize())
         guard let ramp else {
             self.bundle = bundle
             self.current = bundle.engines

@@ -196,6 +196,33 @@ struct ReleaseTests {
         }
     }
 
+    @Test("a release that changes only what a screen's start action starts changes the screen's ETag: no 304 keeps the old action")
+    func startTargetsInTheETag() async throws {
+        let (a, _) = try await replicas()
+        try await buildApplication(a).test(.router) { client in
+            let user = try await userHeaders("rita")
+            _ = try await publish(a.pool, try files(welcome: "Welcome A"))
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome A" }
+            let before = try await client.execute(uri: "/v3/screens/home", method: .get, headers: user)
+            let etag = try #require(before.headers[.eTag])
+            // B: "New playlist" starts another flow; nothing else on the screen changes.
+            let b = try files(welcome: "Welcome A") {
+                $0["screens/home.yaml"] = $0["screens/home.yaml"]!.replacingOccurrences(
+                    of: "{ type: startFlow, flow: playlist-create, title: New playlist }",
+                    with: "{ type: startFlow, flow: track-parcel, title: New playlist }")
+            }
+            _ = try await publish(a.pool, b)
+            _ = try await within(.seconds(5)) {
+                try await client.execute(uri: "/readyz", method: .get).json["checks"]?["flows"]?["release"]?.stringValue?.hasPrefix(String(b.id.prefix(12))) == true
+            }
+            var revalidate = user
+            revalidate[.ifNoneMatch] = etag
+            let after = try await client.execute(uri: "/v3/screens/home", method: .get, headers: revalidate)
+            #expect(after.status == .ok, "the old ETag must not match: the action starts another flow now")
+            #expect(after.headers[.eTag] != etag)
+        }
+    }
+
     @Test("a replica that starts while a release is current serves it from its first request, not Flows/ on disk")
     func startsOnTheCurrentRelease() async throws {
         let (a, _) = try await replicas()
