@@ -181,12 +181,17 @@ private final class Service: Sendable {
         logger[metadataKey: "service"] = .string(definition.name)
         logger[metadataKey: "method"] = .string(request.method)
         logger[metadataKey: "path"] = .string(request.path)
-        if let refusal = await egressRefusal() {
-            logger.error("service call refused by the egress rule", metadata: ["reason": .string(refusal)])
-            return .failure(.refused)
-        }
         let attemptTimeout = request.timeout ?? definition.attemptTimeout
         let deadline = ContinuousClock.now + (request.budget ?? definition.worstCase(attemptTimeout: request.timeout))
+        switch await egressRefusal(waitingUntil: min(deadline, .now + attemptTimeout)) {
+        case .allowed: break
+        case .refused(let refusal):
+            logger.error("service call refused by the egress rule", metadata: ["reason": .string(refusal)])
+            return .failure(.refused)
+        case .unresolved:
+            logger.warning("service call gave up waiting for the service's host to resolve", metadata: ["host": .string(endpoint.host)])
+            return .failure(.timeout)
+        }
         guard await slots.acquire(within: min(attemptTimeout, deadline - .now)) else {
             logger.warning("service call waited too long for a free slot", metadata: ["concurrency": .stringConvertible(definition.concurrency)])
             return .failure(.timeout)
@@ -245,21 +250,35 @@ private final class Service: Sendable {
         return result
     }
 
-    /// The egress verdict for the service's host, kept for half a minute: resolving blocks, so
-    /// it runs on a thread of its own, not on an event loop, and not for every call.
+    /// The egress verdict for the service's host, kept for half a minute. Resolving blocks (and
+    /// a resolver that does not answer can take tens of seconds), so it runs on a thread of its
+    /// own, once at a time for the service, and a call waits for it only until its deadline or
+    /// its cancellation.
     private let verdict = Mutex<(refusal: String?, until: ContinuousClock.Instant)?>(nil)
+    private let resolving = Mutex<Resolution?>(nil)
 
-    private func egressRefusal() async -> String? {
-        if definition.isInternal { return nil }
-        if let cached = verdict.withLock({ $0 }), cached.until > .now { return cached.refusal }
-        let (host, resolve) = (endpoint.host, self.resolve)
-        let refusal = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
-            DispatchQueue.global().async {
-                continuation.resume(returning: EgressRule.refusal(host: host, isInternal: false, resolve: resolve))
+    enum EgressVerdict { case allowed, refused(String), unresolved }
+
+    private func egressRefusal(waitingUntil deadline: ContinuousClock.Instant) async -> EgressVerdict {
+        if definition.isInternal { return .allowed }
+        if let cached = verdict.withLock({ $0 }), cached.until > .now { return cached.refusal.map(EgressVerdict.refused) ?? .allowed }
+        let (resolution, start) = resolving.withLock { current -> (Resolution, Bool) in
+            if let current { return (current, false) }
+            let fresh = Resolution()
+            current = fresh
+            return (fresh, true)
+        }
+        if start {
+            let (host, resolve) = (endpoint.host, self.resolve)
+            DispatchQueue.global().async { [self] in
+                let refusal = EgressRule.refusal(host: host, isInternal: false, resolve: resolve)
+                verdict.withLock { $0 = (refusal, .now + .seconds(30)) }
+                resolving.withLock { $0 = nil }
+                resolution.finish(refusal)
             }
         }
-        verdict.withLock { $0 = (refusal, .now + .seconds(30)) }
-        return refusal
+        guard let refusal = await resolution.value(until: deadline) else { return .unresolved }
+        return refusal.map(EgressVerdict.refused) ?? .allowed
     }
 
     /// One attempt's result.
@@ -388,6 +407,58 @@ private final class Service: Sendable {
 
 extension Duration {
     var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+}
+
+/// One resolution of a service's host, which every call that needs it meanwhile waits for:
+/// each until its own deadline, or its cancellation.
+final class Resolution: Sendable {
+    private struct State {
+        /// The verdict once known: the refusal, or nil for allowed.
+        var verdict: String??
+        var waiters: [Int: CheckedContinuation<String??, Never>] = [:]
+        var next = 0
+    }
+    private let state = Mutex(State())
+
+    /// The verdict (the refusal, or nil when allowed), or nil when it was not known by
+    /// `deadline` or the caller was cancelled.
+    func value(until deadline: ContinuousClock.Instant) async -> String?? {
+        let id = state.withLock { state -> Int in
+            state.next += 1
+            return state.next
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<String??, Never>) in
+                let known = state.withLock { state -> String??? in
+                    if let verdict = state.verdict { return .some(verdict) }
+                    state.waiters[id] = continuation
+                    return nil
+                }
+                if let known { return continuation.resume(returning: known) }
+                // Cancelled before the waiter was in the list: the handler found nothing to end.
+                if Task.isCancelled { return giveUp(id) }
+                Task { [weak self] in
+                    try? await Task.sleep(until: deadline)
+                    self?.giveUp(id)
+                }
+            }
+        } onCancel: {
+            giveUp(id)
+        }
+    }
+
+    func finish(_ refusal: String?) {
+        let waiters = state.withLock { state -> [CheckedContinuation<String??, Never>] in
+            state.verdict = .some(refusal)
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(returning: .some(refusal)) }
+    }
+
+    private func giveUp(_ id: Int) {
+        state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: nil)
+    }
 }
 
 /// Consecutive failures open the circuit for a while; then one probe call is let through, and

@@ -205,6 +205,30 @@ struct ServiceCallTests {
         await server.stop()
     }
 
+    @Test("a host that resolves slowly (a resolver gone silent) is a timeout within the call's time, and one lookup serves the calls waiting meanwhile")
+    func slowResolution() async throws {
+        let server = try await TrackingServer()
+        let lookups = Mutex(0)
+        let url = "http://tracking.example.test:\(server.port)"
+        let client = ServiceClient(
+            settings: { $0 == "baton.service.tracking.url" ? url : nil }, logger: Self.logger,
+            resolve: { _ in
+                lookups.withLock { $0 += 1 }
+                Thread.sleep(forTimeInterval: 3)
+                return ["93.184.216.34"]
+            })
+        let service = Self.tracking(internal: false, attempts: 1, attempt: .milliseconds(300))
+        let started = ContinuousClock.now
+        async let first = client.call(Self.get("3SDEMO0000001"), service: service)
+        async let second = client.call(Self.get("3SDEMO0000001"), service: service)
+        let (a, b) = await (first, second)
+        #expect(a == .failure(.timeout) && b == .failure(.timeout))
+        #expect(ContinuousClock.now - started < .seconds(2), "bounded by the call's time, not the resolver's 3 s")
+        #expect(lookups.withLock { $0 } == 1, "one lookup at a time for a service")
+        #expect(server.requests.isEmpty)
+        await server.stop()
+    }
+
     @Test("bearer auth sends the configured token; logs and metrics never see it")
     func bearer() async throws {
         let server = try await TrackingServer()
