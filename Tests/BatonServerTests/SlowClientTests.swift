@@ -79,6 +79,13 @@ struct SlowClientTests {
         /// The server shuts its sending side with the answer (Hummingbird does after a refusal of
         /// the head): the upload then runs until the reset.
         let endOfStreamFirst: Bool
+        /// The body is sent in chunks (`Transfer-Encoding: chunked`), no length announced.
+        var chunked = false
+
+        var chunk: [UInt8] {
+            let spaces = [UInt8](repeating: 0x20, count: 65_536)
+            return chunked ? Array("10000\r\n".utf8) + spaces + Array("\r\n".utf8) : spaces
+        }
     }
 
     @Test(
@@ -93,13 +100,25 @@ struct SlowClientTests {
                 testDescription: "without Host: 400",
                 head: "POST /v3/command HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n",
                 status: 400, code: "invalid_request", counted: "baton_http_refused_total{reason=\"host\"} 1", endOfStreamFirst: true),
+            // Answered without the body being read: the rest is not taken either.
+            RefusedUpload(
+                testDescription: "a chunked body to no route: 404",
+                head: "POST /v3/nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+                status: 404, code: "not_found", counted: "baton_http_refused_total{reason=\"truncated\"} 0", endOfStreamFirst: false,
+                chunked: true),
+            RefusedUpload(
+                testDescription: "a chunked body from a device whose id is not a UUID: 400",
+                head: "POST /v3/command HTTP/1.1\r\nHost: x\r\nX-Device-Id: not-a-uuid\r\nContent-Type: application/json\r\n"
+                    + "Transfer-Encoding: chunked\r\n\r\n",
+                status: 400, code: "invalid_request", counted: "baton_http_refused_total{reason=\"truncated\"} 0", endOfStreamFirst: false,
+                chunked: true),
         ])
     func refusedUpload(_ refused: RefusedUpload) async throws {
         try await application().test(.live) { client in
             let port = try #require(client.port)
             let upload = try #require(
                 await Loopback.upload(
-                    port: port, head: Array(refused.head.utf8), chunk: [UInt8](repeating: 0x20, count: 65_536), seconds: 12,
+                    port: port, head: Array(refused.head.utf8), chunk: refused.chunk, seconds: 12,
                     throughEndOfStream: refused.endOfStreamFirst))
             let answer = try #require(Loopback.Answer(upload.answer), "no answer: \(String(decoding: upload.answer, as: UTF8.self))")
             #expect(answer.status.hasPrefix("http/1.1 \(refused.status) "), "\(answer.status)")

@@ -11,8 +11,9 @@ import NIOHTTPTypes
 /// An answer says `Connection: close` when its request asked for it (``ConnectionPersistence``
 /// has spelled every such request's header `close`; this handler adds it to the answer) and
 /// when Baton will not take the rest of the request: `413 body_too_large` (answered from the
-/// announced length, before the body is read), `408 request_timeout` and Hummingbird's `400`
-/// for a request it cannot parse. Without this, a client that kept sending after its 413 had
+/// announced length, before the body is read), `408 request_timeout`, Hummingbird's `400`
+/// for a request it cannot parse, and any answer written before its request's body was read
+/// to the end (a 404, a refused device, a `GET` sent with a body). Without this, a client that kept sending after its 413 had
 /// its whole body read and dropped, however long, and a request behind it was served. A
 /// request whose header is `keep-alive` (every HTTP/1.0 request that keeps the connection,
 /// spelled so by ``ConnectionPersistence``, and an HTTP/1.1 one that says it) has its answer
@@ -38,8 +39,13 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// What each request read and not yet answered asked of the connection, in order (answers
     /// go out in their requests' order: Hummingbird serves a connection's requests one by one).
-    private var asked: [Connection] = []
+    private var asked: [Asked] = []
     private enum Connection { case unsaid, close, keepAlive }
+    private struct Asked {
+        var connection: Connection
+        /// Its body was read to the end before its answer was written.
+        var ended = false
+    }
     /// The response being written says `Connection: close`.
     private var closingResponse = false
     /// A request's head was read and its end was not yet.
@@ -63,9 +69,11 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
                 case "keep-alive": .keepAlive
                 default: .unsaid
                 }
-            asked.append(connection)
+            asked.append(Asked(connection: connection))
         case .body: break
-        case .end: readingRequest = false
+        case .end:
+            readingRequest = false
+            if !asked.isEmpty { asked[asked.count - 1].ended = true }
         }
         context.fireChannelRead(data)
     }
@@ -74,10 +82,15 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
         switch unwrapOutboundIn(data) {
         case .head(var head) where head.status.kind != .informational:
             // The parser's 400 for a head it could not read answers no request this handler saw.
-            let request = asked.isEmpty ? .unsaid : asked.removeFirst()
-            closingResponse = head.headerFields.value(.connection)?.lowercased() == "close" || request == .close
-            switch request {
-            case .close where head.headerFields.value(.connection) != "close":
+            let request = asked.isEmpty ? Asked(connection: .unsaid, ended: true) : asked.removeFirst()
+            // An answer written while its request's body is still arriving (a GET with a body, a
+            // 404, a refused device, whatever answered without reading it) closes too: Baton will
+            // not read the rest, and without the close Hummingbird would read and drop it with
+            // no limit of size or time.
+            let asksClose = request.connection == .close || !request.ended
+            closingResponse = head.headerFields.value(.connection)?.lowercased() == "close" || asksClose
+            switch request.connection {
+            case _ where asksClose && head.headerFields.value(.connection) != "close":
                 head.headerFields[.connection] = "close"
             case .keepAlive where head.headerFields.value(.connection) == nil:
                 head.headerFields[.connection] = "keep-alive"
