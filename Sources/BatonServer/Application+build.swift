@@ -153,7 +153,10 @@ public func buildApplication(
         // connection is closed after `http.idle.timeout` (BatonConfiguration says when).
         server: .batonHTTP1(
             configuration: .init(
-                additionalChannelHandlers: [MalformedRequestEnvelope(metrics: environment.metrics), ClosingResponses()],
+                additionalChannelHandlers: [
+                    MalformedRequestEnvelope(metrics: environment.metrics),
+                    ClosingResponses(writeTimeout: TimeAmount(environment.configuration.idleTimeout)),
+                ],
                 idleTimeout: TimeAmount(environment.configuration.idleTimeout)),
             bodyLimit: environment.configuration.bodyLimit),
         configuration: .init(

@@ -166,6 +166,18 @@ struct SlowClientTests {
         }
     }
 
+    @Test("a client that stops taking its answers has its connection ended after http.idle.timeout, not held for good")
+    func clientStopsReading() async throws {
+        try await application(idle: .milliseconds(1500)).test(.live) { client in
+            let port = try #require(client.port)
+            let count = 3000
+            let request = Array("GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            let result = try #require(await Loopback.pipelinedUnread(port: port, request: request, count: count, pause: .seconds(5)))
+            #expect(result.ended, "the connection was still open")
+            #expect(result.answers < count, "the server went on waiting to write: all \(result.answers) answers came once the client read")
+        }
+    }
+
     @Test("an idle connection, one that sent half a head and one kept alive after its answer are closed after http.idle.timeout, not before")
     func idleConnections() async throws {
         try await application(idle: .milliseconds(1500)).test(.live) { client in

@@ -264,3 +264,56 @@ extension Loopback {
         }
     }
 }
+
+extension Loopback {
+    /// Sends `request` `count` times back to back (pipelined) on one connection with a small
+    /// receive buffer, takes nothing for `pause` (a client that stopped reading), then reads
+    /// until the server ends the connection, `timeout` seconds pass without a byte, or twice
+    /// that in all: how many answers arrived (status lines), and whether the server ended the
+    /// connection.
+    public static func pipelinedUnread(port: Int, request: [UInt8], count: Int, pause: Duration, timeout: Int = 10) async -> (
+        answers: Int, ended: Bool
+    )? {
+        await offThread {
+            let wait = timeval(tv_sec: timeout, tv_usec: 0)
+            let result: (answers: Int, ended: Bool)?? = connected(port: port, receiveTimeout: wait, sendTimeout: timeval(tv_sec: 2, tv_usec: 0)) { descriptor in
+                var small: Int32 = 4096
+                setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+                let bytes = Array([[UInt8]](repeating: request, count: count).joined())
+                var sent = 0
+                while sent < bytes.count {
+                    // The server stops reading once its answers back up: what was sent is enough.
+                    let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
+                    if written < 0 && errno == EINTR { continue }
+                    if written <= 0 { break }
+                    sent += written
+                }
+                usleep(UInt32(pause.components.seconds * 1_000_000 + pause.components.attoseconds / 1_000_000_000_000))
+                var answer: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                var ended = true
+                let readUntil = ContinuousClock.now + .seconds(timeout * 2)
+                while true {
+                    // A server that answers for longer than this has not ended the connection.
+                    guard ContinuousClock.now < readUntil else {
+                        ended = false
+                        break
+                    }
+                    let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                    if count > 0 { answer += buffer[..<count]; continue }
+                    if count < 0 && errno == EINTR { continue }
+                    if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { ended = false }
+                    break
+                }
+                let status = Array("HTTP/1.1 ".utf8)
+                var answers = 0
+                var index = answer.startIndex
+                while index + status.count <= answer.endIndex {
+                    if answer[index..<index + status.count].elementsEqual(status) { answers += 1; index += status.count } else { index += 1 }
+                }
+                return (answers, ended)
+            }
+            return result ?? nil
+        }
+    }
+}

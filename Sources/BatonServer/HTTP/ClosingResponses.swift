@@ -28,6 +28,12 @@ import NIOHTTPTypes
 /// bounds how long the connection stays.) Parts Hummingbird had already taken in before the
 /// answer was written are beyond reach: a request pipelined behind a body read whole is still
 /// served, unless its predecessor asked to close.
+///
+/// A client that stops taking its answers (it stopped reading, and the socket's buffers and
+/// NIO's up to its high watermark are full) has its connection ended once that has lasted
+/// `writeTimeout` (`http.idle.timeout`): otherwise the answer's write would wait for good,
+/// holding the connection and its buffers, since the idle timer does not run while an answer
+/// is being written.
 final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -36,6 +42,15 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// How long a client still sending its body has to read the answer before the close.
     static let linger = TimeAmount.seconds(2)
+
+    /// How long the client may take nothing of what is written to it.
+    private let writeTimeout: TimeAmount
+    /// Set while the client takes nothing: ends the connection when it fires.
+    private var stalled: Scheduled<Void>?
+
+    init(writeTimeout: TimeAmount) {
+        self.writeTimeout = writeTimeout
+    }
 
     /// What each request read and not yet answered asked of the connection, in order (answers
     /// go out in their requests' order: Hummingbird serves a connection's requests one by one).
@@ -117,9 +132,23 @@ final class ClosingResponses: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// The client stopped taking what is written (the channel is over its high watermark): the
+    /// connection ends if that lasts `writeTimeout`. A timer only then, not one per answer.
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            stalled?.cancel()
+            stalled = nil
+        } else if stalled == nil {
+            stalled = context.eventLoop.assumeIsolated().scheduleTask(in: writeTimeout) { context.close(promise: nil) }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
         lingering?.cancel()
         lingering = nil
+        stalled?.cancel()
+        stalled = nil
     }
 }
 
