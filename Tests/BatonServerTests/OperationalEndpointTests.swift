@@ -103,6 +103,18 @@ struct OperationalEndpointTests {
         }
     }
 
+    @Test("the probe's counter at its largest value answers 409 with the envelope, not a crash")
+    func probeCounterAtItsLargest() async throws {
+        let environment = try await TestApplication.environment()
+        try await environment.pool.query("INSERT INTO probe_counters (subject, hits) VALUES ('full', 9223372036854775807)")
+        try await buildApplication(environment).test(.router) { client in
+            try await client.execute(uri: "/diagnostics/probe/full", method: .post) { response in
+                #expect(response.status == .conflict)
+                #expect(response.json["error"]?["code"] == "conflict")
+            }
+        }
+    }
+
     @Test("a body with a Content-Encoding is refused 415 naming it, not read as JSON")
     func contentEncodingRefused() async throws {
         let app = buildApplication(try await TestApplication.environment())

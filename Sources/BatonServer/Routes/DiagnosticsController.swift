@@ -21,7 +21,8 @@ struct DiagnosticsController: Sendable {
                 guard let row = rows.first else {
                     throw APIError.notFound("no probe counter '\(subject)'; seed it with INSERT INTO probe_counters")
                 }
-                let hits = try row.decode(Int.self, at: 0) + 1
+                let (hits, overflow) = try row.decode(Int.self, at: 0).addingReportingOverflow(1)
+                guard !overflow else { throw APIError(.conflict, .conflict, "probe counter '\(subject)' is at its largest value; reset it") }
                 connection.enqueue("UPDATE probe_counters SET hits = $2, updated_at = now() WHERE subject = $1", [subject, hits])
                 connection.enqueue("INSERT INTO probe_log (subject, hits) VALUES ($1, $2)", [subject, hits])
                 return hits
