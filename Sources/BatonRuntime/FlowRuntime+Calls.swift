@@ -94,6 +94,9 @@ extension FlowRuntime {
                 until: lease(for: request, served: command.served), request: request, hops: pending.hops)
             session.context[Calling.key] = calling.jsonValue
             session.status = "active"
+            // The session does not expire while its call may still be in flight: its answer,
+            // and the identical command's wait for it, go on from where the step stopped.
+            session.expiresAt = max(session.expiresAt, calling.until)
             SessionStore.update(db, session: session)
             return StepResult(
                 reply: CommandReply(body: [], replayed: false, outcome: .done, flow: session.flow), startedFlow: startedFlow,
@@ -141,6 +144,7 @@ extension FlowRuntime {
         taken.until = lease(for: calling.request, served: command.served)
         var session = session
         session.context[Calling.key] = taken.jsonValue
+        session.expiresAt = max(session.expiresAt, taken.until)
         SessionStore.update(db, session: session)
         logger.notice(
             "taking over a service call whose replica did not finish it",

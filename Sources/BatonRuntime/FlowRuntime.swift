@@ -647,6 +647,12 @@ public final class FlowRuntime: Sendable {
             guard logged.matches(request.inputDigest) else { return StepResult(reply: stale(flow: session.flow)) }
             return StepResult(reply: replay(logged.response, flow: session.flow))
         }
+        // The identical command while this step's call is in flight waits for its answer,
+        // whatever the payload's or the session's expiry: it is the same tap, and the answer is
+        // coming. (Once the call's lease has run out, expiry decides as for any step.)
+        if session.status == "active", session.step == claims.step, let calling = Calling(session), calling.until > clock() {
+            return continueCalling(calling, session: session, command: request, event: claims.event, db: db)
+        }
         let parameters = session.context["params"]?.objectValue
         if session.status == "active", session.expiresAt < request.now {
             SessionStore.markExpired(db, id: id)

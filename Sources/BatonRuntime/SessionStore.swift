@@ -110,12 +110,13 @@ enum SessionStore {
     static func update(_ db: PostgresConnection, session: SessionRow) {
         db.enqueue(
             """
-            UPDATE flow_sessions SET state = $2, context = $3::jsonb, status = $4, updated_at = now()
+            UPDATE flow_sessions SET state = $2, context = $3::jsonb, status = $4, expires_at = $5, updated_at = now()
             WHERE id = $1
             """,
             [
                 session.id, session.state,
                 PostgresJSON(String(decoding: JSONEncoding.encode(.object(session.context)), as: UTF8.self)), session.status,
+                session.expiresAt,
             ])
     }
 

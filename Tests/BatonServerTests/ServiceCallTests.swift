@@ -480,6 +480,60 @@ struct ServiceCallTests {
         await server.stop()
     }
 
+    @Test("a double tap during a call that outlasts the session's ttl waits for the call's answer, not payload_expired")
+    func doubleTapPastTheTTL() async throws {
+        let server = try await TrackingServer()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flows-short-ttl-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: BuiltinFlowsTests.flows, to: directory)
+        try """
+            flow: quick-lookup
+            title: Quick lookup
+            auth: user
+            ttl: 1s
+            start: ask
+            states:
+              ask:
+                input: { title: Code }
+                on:
+                  submit:
+                    call: { service: tracking, path: "/v1/parcels/{{input.value}}" }
+                    outcomes: { 2xx: shown, unavailable: sorry }
+                  cancel: gone
+              sorry:
+                error: { message: Tracking is not answering. }
+              shown:
+                done: { message: "Parcel {{result.code}}" }
+              gone:
+                done: {}
+            """.write(to: directory.appendingPathComponent("quick-lookup.yaml"), atomically: true, encoding: .utf8)
+        let url = server.baseURL
+        let environment = try await TestApplication.environment(
+            flows: directory, registry: BuiltinFlowsTests.registry(),
+            configure: { configuration in
+                let configured = configuration.serviceSetting
+                configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
+            })
+        try await buildApplication(environment).test(.router) { client in
+            let headers = try await userHeaders("henk")
+            let runtime = try #require(environment.runtime)
+            let start = try runtime.mintStart(flow: "quick-lookup", parameters: [:], identity: ClientIdentity(user: "henk"), profile: ClientProfile(contract: 3))
+            let ask = try await client.command(start, headers: headers).json
+            let submit = try #require(ask.payload("submit"))
+            server.configure { $0.delay = .milliseconds(1800) }
+            async let first = client.command(submit, input: ["text": "3SDEMO0000001"], headers: headers)
+            // Past the session's 1 s, while the call is still in flight.
+            try await Task.sleep(for: .milliseconds(1300))
+            let second = try await client.command(submit, input: ["text": "3SDEMO0000001"], headers: headers)
+            let answer = try await first
+            #expect(answer.json["message"] == "Parcel 3SDEMO0000001", "\(answer.text)")
+            #expect(second.status == .ok)
+            #expect(second.body == answer.body, "\(second.text)")
+            #expect(server.requests.count == 1, "one call for the two taps")
+        }
+        await environment.pool.close()
+        await server.stop()
+    }
+
     @Test("a double tap during a slow redirect calls the service once; both taps get the one answer")
     func doubleTapDuringCall() async throws {
         let server = try await TrackingServer()
