@@ -132,6 +132,36 @@ struct ReleaseTests {
         }
     }
 
+    @Test("publish works under the publisher role docs/releases.md prescribes, which cannot read the sessions' data")
+    func publisherRole() async throws {
+        let (a, _) = try await replicas()
+        let suffix = UUID().uuidString.prefix(8).lowercased()
+        let (app, publisher) = ("app_\(suffix)", "publisher_\(suffix)")
+        // The grants exactly as the docs give them, under this test's role names.
+        let docs = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("docs/releases.md"), encoding: .utf8)
+        let section = try #require(docs.components(separatedBy: "## Database roles").dropFirst().first)
+        let sql = try #require(section.components(separatedBy: "```sql\n").dropFirst().first?.components(separatedBy: "```").first)
+        try await a.pool.query("CREATE ROLE \(app)")
+        try await a.pool.withConnection { db in
+            try await db.execute(sql.replacingOccurrences(of: "baton_publisher", with: publisher).replacingOccurrences(of: "baton_app", with: app))
+        }
+        let pool = PostgresPool(configuration: .init(conninfo: a.pool.configuration.conninfo + " user=\(publisher)", maxConnections: 1))
+        // With a session active, so the check of the templates in use reads something.
+        try await buildApplication(a).test(.router) { client in
+            let payload = try #require(a.runtime).mintStart(
+                flow: "playlist-create", parameters: [:], identity: ClientIdentity(user: "rita"), profile: ClientProfile(contract: 3))
+            #expect(try await client.command(payload, headers: try await userHeaders("rita")).json["type"] == "input")
+            _ = try await publish(pool, try files(welcome: "Welcome P"))
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome P" }
+            await #expect(throws: PostgresError.self) { try await pool.query("SELECT context FROM flow_sessions LIMIT 1") }
+            await pool.close()
+            for role in [publisher, app] {
+                try await a.pool.query("DROP OWNED BY \(role)")
+                try await a.pool.query("DROP ROLE \(role)")
+            }
+        }
+    }
+
     @Test("a release may not drop a screen template that a definition still in use shows: active sessions', or while ramping the current release's flows")
     func templatesInUseKept() async throws {
         let (a, _) = try await replicas()

@@ -102,10 +102,13 @@ public enum ReleaseStore {
         for (path, source) in files.files where path.hasPrefix("screens/") && (path.hasSuffix(".yaml") || path.hasSuffix(".yml")) {
             if let screen = ScreenTemplate.load(source: source, file: path).0 { kept.insert(screen.name) }
         }
+        // Only these columns: the publisher's role may read them and no more (docs/releases.md).
         var inUse: [(flow: String, source: String, sessions: Int)] = try await db.query(
             """
-            SELECT d.flow, d.source, count(*) FROM flow_sessions s JOIN flow_definitions d ON d.hash = s.definition_hash
-            WHERE s.status = 'active' AND s.expires_at > now() GROUP BY d.flow, d.source ORDER BY d.flow
+            SELECT d.flow, d.source, s.sessions FROM (
+                SELECT definition_hash, count(*) AS sessions FROM flow_sessions
+                WHERE status = 'active' AND expires_at > now() GROUP BY definition_hash
+            ) s JOIN flow_definitions d ON d.hash = s.definition_hash ORDER BY d.flow, d.hash
             """
         ).map { (try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1), try $0.decode(Int.self, at: 2)) }
         if let current {
