@@ -53,14 +53,31 @@ public struct FlowLinter: Sendable {
             }
         }
         if let cycle = Self.actionCycle(in: flow), let first = flow.states[cycle[0]] {
-            findings.error(
-                "action states \((cycle + [cycle[0]]).map { "'\($0)'" }.joined(separator: " → ")) form a loop with no answer between them: "
-                    + "a command would go round it (calling any service in it again each time) until refused after \(FlowEngine.maxHops) "
-                    + "action states; let a state that answers (an input, a screen, an error with retry) come between",
-                first.location)
+            let loop = "action states \((cycle + [cycle[0]]).map { "'\($0)'" }.joined(separator: " → ")) form a loop with no answer between them"
+            let calls = cycle.contains { name in
+                guard case .action(let transition)? = flow.states[name]?.response else { return false }
+                return Self.makesCall(transition)
+            }
+            if calls {
+                // Each turn calls a service again, and a failing one sends the command round.
+                findings.error(
+                    loop + ": a command would go round it, calling the service each time, until refused after \(FlowEngine.maxHops) "
+                        + "action states; let a state that answers (an input, a screen, an error with retry) come between",
+                    first.location)
+            } else {
+                // A loop through effects or matches may end when an effect's outcome changes.
+                findings.warning(
+                    loop + ": unless an effect's outcome ends it, a command goes round until refused after \(FlowEngine.maxHops) action states",
+                    first.location)
+            }
         }
         findings.all += fieldReferenceProblems(in: flow)
         return findings.all
+    }
+
+    /// Whether a transition (or one of its cases) calls a service.
+    static func makesCall(_ transition: Transition) -> Bool {
+        transition.call != nil || transition.cases.contains { makesCall($0.1) } || (transition.otherwise.map { makesCall($0.value) } ?? false)
     }
 
     /// A cycle of action states (through an effect's or a call's outcomes, a match or a guard),
