@@ -98,7 +98,7 @@ public final class ServiceClient: ServiceCaller {
     }
 
     /// Whether the service's circuit is open now.
-    public func isCircuitOpen(_ service: String) -> Bool { services.withLock { $0[service]?.breaker.isOpen ?? false } }
+    public func isCircuitOpen(_ service: String) -> Bool { services.withLock { $0[service] }?.isCircuitOpen ?? false }
 
     /// The client of a service as `definition` declares it: made on first use, and again when a
     /// release changes the declaration (its breaker and limit start afresh).
@@ -144,7 +144,11 @@ public struct ServiceConfigurationError: Error, Sendable, CustomStringConvertibl
 private final class Service: Sendable {
     let endpoint: ServiceClient.Endpoint
     let http: HTTPClient
-    let breaker: CircuitBreaker
+    /// One circuit per attempt timeout its callers give the service: a caller that waits 800 ms
+    /// (a screen load) learns from its own timeouts and fails fast once they pile up, and its
+    /// failures do not refuse callers that wait 2 s (a flow's call). Other failures (a 5xx, a
+    /// lost connection) count in the caller's own circuit.
+    private let breakers = Mutex<[Int64: CircuitBreaker]>([:])
     let slots: ConcurrencyLimit
     let resolve: @Sendable (String) -> [String]
     var definition: ServiceDefinition { endpoint.definition }
@@ -153,9 +157,21 @@ private final class Service: Sendable {
         self.endpoint = endpoint
         self.resolve = resolve
         self.http = Self.httpClient(connectTimeout: endpoint.definition.connectTimeout)
-        self.breaker = CircuitBreaker(failures: endpoint.definition.circuitFailures, open: endpoint.definition.circuitOpen)
         self.slots = ConcurrencyLimit(endpoint.definition.concurrency)
     }
+
+    /// The circuit of callers that give the service `timeout` per attempt.
+    func breaker(for timeout: Duration) -> CircuitBreaker {
+        breakers.withLock { breakers in
+            if let breaker = breakers[timeout.nanoseconds] { return breaker }
+            let breaker = CircuitBreaker(failures: definition.circuitFailures, open: definition.circuitOpen)
+            breakers[timeout.nanoseconds] = breaker
+            return breaker
+        }
+    }
+
+    /// Whether any of the service's circuits is open.
+    var isCircuitOpen: Bool { breakers.withLock { $0.values.contains { $0.isOpen } } }
 
     /// HTTP clients live as long as the process, like `HTTPClient.shared` (so nothing has to shut
     /// them down, and a release that changes a service reuses its connections): one per
@@ -197,6 +213,7 @@ private final class Service: Sendable {
             return .failure(.timeout)
         }
         defer { slots.release() }
+        let breaker = breaker(for: attemptTimeout)
         switch breaker.admit() {
         case .refuse:
             return .failure(.circuitOpen)
@@ -208,14 +225,14 @@ private final class Service: Sendable {
         let attempts = mayRetry ? max(1, min(request.attempts ?? definition.attempts, definition.attempts)) : 1
         var wait = definition.backoff
         var last: Attempt = .failure(.failed)
-        // Whether an attempt waited out the service's own attempt timeout: only that says the
-        // service is too slow. A shorter one (a screen load's, a call's own `timeout:`, the
-        // last of a budget, a cancelled request) says only that this caller could not wait.
+        // Whether an attempt waited out the whole attempt timeout: only that says the service is
+        // too slow for this caller. A shorter one (the last of a budget, a cancelled request)
+        // says nothing of the service.
         var waitedFullTimeout = false
         for attempt in 1...attempts {
             let sent = ContinuousClock.now
             last = await send(request, timeout: min(attemptTimeout, deadline - .now), logger: logger)
-            if case .failure(.timeout, _) = last, ContinuousClock.now - sent >= definition.attemptTimeout { waitedFullTimeout = true }
+            if case .failure(.timeout, _) = last, ContinuousClock.now - sent >= attemptTimeout { waitedFullTimeout = true }
             logger.debug(
                 "service call attempt",
                 metadata: ["attempt": .stringConvertible(attempt), "result": .string(last.reason), "duration": .stringConvertible(ContinuousClock.now - sent)])
@@ -234,15 +251,18 @@ private final class Service: Sendable {
         case .failure(.timeout): failed = waitedFullTimeout ? true : nil
         case .failure(let failure): failed = failure == .failed
         }
+        let wasOpen = isCircuitOpen
         var change: Bool?
         if let failed { change = breaker.record(success: !failed) } else { breaker.abstain() }
         if let change {
-            metrics.circuitChanged(service: definition.name, isOpen: change)
+            let timeout = ["attempt.timeout": Logger.MetadataValue.stringConvertible(attemptTimeout)]
             if change {
-                logger.error("service circuit opened", metadata: ["open.seconds": .stringConvertible(definition.circuitOpen.components.seconds)])
+                logger.error("service circuit opened", metadata: timeout.merging(["open.seconds": .stringConvertible(definition.circuitOpen.components.seconds)]) { $1 })
             } else {
-                logger.notice("service circuit closed")
+                logger.notice("service circuit closed", metadata: timeout)
             }
+            // The gauge says whether any of the service's circuits is open.
+            if isCircuitOpen != wasOpen { metrics.circuitChanged(service: definition.name, isOpen: !wasOpen) }
         }
         if case .failure(let failure) = result {
             logger.warning("service call failed", metadata: ["failure": .string(failure.rawValue), "reason": .string(last.reason)])
