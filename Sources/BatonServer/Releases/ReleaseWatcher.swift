@@ -206,9 +206,10 @@ public final class ReleaseWatcher: Service, Sendable {
         let id = files.id
         let (known, servingRelease) = state.withLock { ($0.filesID, $0.servingRelease) }
         guard !servingRelease, known != id else { return }
-        let first = known == nil
-        state.withLock { $0.filesID = id }
-        if first { return }  // what serve started with
+        if known == nil {
+            state.withLock { $0.filesID = id }
+            return  // what serve started with
+        }
         let definitions = FlowDefinitions.load(directory: directory, catalog: context.runtime.catalog)
         guard definitions.isServable else {
             let errors = definitions.diagnostics.filter { $0.severity == .error }
@@ -216,9 +217,19 @@ public final class ReleaseWatcher: Service, Sendable {
             context.live.failed(release: "files", reason: errors.prefix(5).map(\.description).joined(separator: "; "))
             context.metrics.recordReload(ok: false)
             context.logger.error("Flows/ changed but does not lint; still serving the previous bundle", metadata: ["errors": .stringConvertible(errors.count)])
+            state.withLock { $0.filesID = id }  // the same files would fail the same way: wait for the next edit
             return
         }
-        do { try await swap(to: definitions, release: "files", ramp: nil) } catch { return }
+        do {
+            try await swap(to: definitions, release: "files", ramp: nil)
+        } catch {
+            // Storing the definitions failed (the database): the next check tries again.
+            context.live.failed(release: "files", reason: "\(error)")
+            context.metrics.recordReload(ok: false)
+            context.logger.error("Flows/ changed but could not be served; trying again", metadata: ["error": "\(error)"])
+            return
+        }
+        state.withLock { $0.filesID = id }
         context.logger.info("Flows/ changed; serving the new bundle", metadata: ["flows": .stringConvertible(definitions.bundle.flows.count)])
     }
 }
