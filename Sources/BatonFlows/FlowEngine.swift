@@ -105,7 +105,7 @@ public struct PendingCall: Sendable, Equatable {
     /// goes on counting from here, so a loop through a call is refused like any other.
     public var hops: Int
 
-    public init(call: String, request: ServiceRequest, hops: Int = 0) {
+    public init(call: String, request: ServiceRequest, hops: Int) {
         self.call = call
         self.request = request
         self.hops = hops
@@ -197,7 +197,7 @@ public struct FlowEngine: Sendable {
     /// `hops` is the call's ``PendingCall/hops``: the action states the command had passed
     /// through before it stopped (the loop guard counts across calls).
     public func resume(
-        call id: String, result: ServiceResult, session: FlowSessionState, host: some FlowHost, call: FlowCall, hops: Int = 0
+        call id: String, result: ServiceResult, session: FlowSessionState, host: some FlowHost, call: FlowCall, hops: Int
     ) async throws -> FlowStep {
         guard let state = flow.states[session.state], let transition = callTransitions[id] else {
             throw FlowEngineError(kind: .definition, message: "flow '\(flow.name)' has no service call \(id) in state '\(session.state)'")

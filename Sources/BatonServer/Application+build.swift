@@ -78,7 +78,7 @@ public func buildApplication(
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: HTTPMetricsMiddleware(metrics: environment.metrics))
     router.add(middleware: AccessLogMiddleware())
-    router.add(middleware: ErrorMiddleware(routes: catalog, metrics: environment.metrics))
+    router.add(middleware: ErrorMiddleware(routes: catalog, metrics: environment.metrics, bodyLimit: environment.configuration.bodyLimit))
     router.add(middleware: RequestDeadlineMiddleware(timeout: environment.configuration.requestTimeout))
     if let runtime = environment.runtime {
         router.add(middleware: DeviceTokenMiddleware(signer: runtime.signer, pool: environment.pool))

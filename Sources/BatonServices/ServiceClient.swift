@@ -257,7 +257,8 @@ private final class Service: Sendable {
         if let change {
             let timeout = ["attempt.timeout": Logger.MetadataValue.stringConvertible(attemptTimeout)]
             if change {
-                logger.error("service circuit opened", metadata: timeout.merging(["open.seconds": .stringConvertible(definition.circuitOpen.components.seconds)]) { $1 })
+                let open = ["open.seconds": Logger.MetadataValue.stringConvertible(definition.circuitOpen.components.seconds)]
+                logger.error("service circuit opened", metadata: timeout.merging(open) { $1 })
             } else {
                 logger.notice("service circuit closed", metadata: timeout)
             }
@@ -357,7 +358,9 @@ private final class Service: Sendable {
             http.headers.add(name: "X-Baton-Timestamp", value: timestamp)
             http.headers.add(name: "X-Baton-Signature", value: "sha256=" + Hex.encode(bytesOf: mac))
         }
-        return await Self.within(timeout) { [http, client = self.http, connect = definition.connectTimeout] in await Self.exchange(http, client: client, timeout: timeout, connectTimeout: connect) }
+        return await Self.within(timeout) { [http, client = self.http, connect = definition.connectTimeout] in
+            await Self.exchange(http, client: client, timeout: timeout, connectTimeout: connect)
+        }
     }
 
     /// Runs one attempt, or answers a timeout once `timeout` has passed, whatever stage the
@@ -408,7 +411,7 @@ private final class Service: Sendable {
             guard let json = try? JSONValue.parse(raw, maxDepth: Self.bodyDepth), !json.containsNUL else {
                 // Only a success's body matters to the flow; an error page is just the status.
                 return status < 300
-                    ? .failure(.badResponse, reason: "the body is not JSON a session can keep (nested over \(Self.bodyDepth) levels, or a NUL character)")
+                    ? .failure(.badResponse, reason: "the body is not JSON a session can keep (over \(Self.bodyDepth) levels deep, or a NUL)")
                     : .response(status: status, body: .null)
             }
             return .response(status: status, body: json)

@@ -588,12 +588,14 @@ struct ServiceCallTests {
                     try row.decode(UUID.self, at: 0), try row.decode(Int.self, at: 1), try row.decode(String.self, at: 2),
                     try row.decode(String.self, at: 3))
                 // Until the call's answer is being applied: its transaction waits for this row.
-                for _ in 0..<500 {
+                var waited = false
+                for _ in 0..<1000 where !waited {
                     let waiting = try await environment.pool.query(
                         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF s%'")
-                    if try waiting[0].decode(Int.self, at: 0) > 0 { break }
-                    try await Task.sleep(for: .milliseconds(10))
+                    waited = try waiting[0].decode(Int.self, at: 0) > 0
+                    if !waited { try await Task.sleep(for: .milliseconds(10)) }
                 }
+                try #require(waited, "the call's answer never waited for the session's row")
                 try await db.query("UPDATE flow_sessions SET step = step + 1, context = context - 'calling' WHERE id = $1", [id])
                 try await db.query(
                     "INSERT INTO command_log (session_id, step, event, response, outcome, input_digest) VALUES ($1, $2, $3, $4, 'done', $5)",

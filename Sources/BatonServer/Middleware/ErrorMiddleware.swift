@@ -18,10 +18,14 @@ public struct ErrorMiddleware: RouterMiddleware {
 
     let routes: RouteCatalog
     let metrics: BatonMetrics?
+    /// The configured body limit, for a 413 this middleware words (it runs outside
+    /// ``BodyLimitMiddleware``, which sets the request context's).
+    let bodyLimit: Int
 
-    public init(routes: RouteCatalog, metrics: BatonMetrics? = nil) {
+    public init(routes: RouteCatalog, metrics: BatonMetrics? = nil, bodyLimit: Int = 64 * 1024) {
         self.routes = routes
         self.metrics = metrics
+        self.bodyLimit = bodyLimit
     }
 
     public func handle(
@@ -68,7 +72,7 @@ public struct ErrorMiddleware: RouterMiddleware {
                 return .notFound("no such endpoint: \(request.method.rawValue) \(request.uri.path.prefix(200))")
             case .contentTooLarge:
                 // Hummingbird's own limit, where it decoded the body itself.
-                return .bodyTooLarge(limit: context.bodyLimit)
+                return .bodyTooLarge(limit: bodyLimit)
             case .badRequest:
                 return .invalidRequest(error.body ?? "bad request")
             case .unsupportedMediaType:
@@ -79,7 +83,7 @@ public struct ErrorMiddleware: RouterMiddleware {
             }
         case is NIOTooManyBytesError:
             // A body collected past its limit without ``Request/collectBody(limit:)``.
-            return .bodyTooLarge(limit: context.bodyLimit)
+            return .bodyTooLarge(limit: bodyLimit)
         case is CancellationError, is BodyReadCancelled:
             return .unavailable("the request was cancelled")
         default:

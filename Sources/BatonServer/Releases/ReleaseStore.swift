@@ -120,7 +120,8 @@ public enum ReleaseStore {
         for definition in inUse {
             guard let flow = FlowLoader.load(source: definition.source, file: definition.flow).0 else { continue }
             for name in flow.stateOrder {
-                guard case .screen(let spec)? = flow.states[name]?.response, let template = spec.templateName, !kept.contains(template) else { continue }
+                guard case .screen(let spec)? = flow.states[name]?.response, let template = spec.templateName, !kept.contains(template)
+                else { continue }
                 throw ReleaseError(
                     "release \(files.id.prefix(12)) drops screen template '\(template)', which flow '\(flow.name)' shows in state '\(name)' "
                         + (definition.sessions > 0
