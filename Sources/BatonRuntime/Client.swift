@@ -144,17 +144,19 @@ public struct ScreenReply: Sendable {
     /// keeps would not be interchangeable with fresh ones (another user, or about to expire).
     /// So does hashing the served definitions (`served`, ``ServedFlows/etagSeed``): what a start
     /// action starts, and with which parameters, is only inside its payload, and a release can
-    /// change it alone.
+    /// change it alone. And so does hashing when the client last started a session
+    /// (`latestStart`): a start payload it used is answered `refresh` once its session moves on,
+    /// so a 304 must not keep it.
     public var etag: String
 
-    public init(body: [UInt8], subject: String, validUntil: Int, served: [UInt8] = []) {
-        self.init(body: body, subject: subject, validUntil: validUntil, served: served) { _, _ in }
+    public init(body: [UInt8], subject: String, validUntil: Int, served: [UInt8] = [], latestStart: Int64 = 0) {
+        self.init(body: body, subject: subject, validUntil: validUntil, served: served, latestStart: latestStart) { _, _ in }
     }
 
     /// The same, showing `observe` each chunk of the body and the payload that follows it (nil
     /// after the last chunk), in one pass: the screen cache cuts the payloads out as it goes.
     init(
-        body: [UInt8], subject: String, validUntil: Int, served: [UInt8],
+        body: [UInt8], subject: String, validUntil: Int, served: [UInt8], latestStart: Int64,
         observing observe: (UnsafeRawBufferPointer, UnsafeRawBufferPointer?) -> Void
     ) {
         self.body = body
@@ -166,6 +168,7 @@ public struct ScreenReply: Sendable {
             observe(chunk, payload)
         }
         withUnsafeBytes(of: Int64(validUntil).littleEndian) { hash.update(bufferPointer: $0) }
+        withUnsafeBytes(of: latestStart.littleEndian) { hash.update(bufferPointer: $0) }
         self.etag = "\"" + Hex.encode(bytesOf: hash.finalize(), prefix: 16) + "\""
     }
 

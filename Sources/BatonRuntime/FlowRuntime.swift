@@ -328,11 +328,17 @@ public final class FlowRuntime: Sendable {
         var encoder = makeEncoder(session: nil, identity: identity, profile: profile, now: clock(), served: served)
         let fetched = await fetch(template, parameters: parameters, identity: identity, served: served)
         let scope: TemplateScope
+        let started: Int64
+        // The client's sessions (it may have used this screen's start actions).
+        let subjects = [identity.user.map { "user:\($0)" }, identity.device.map { "device:\($0)" }].compactMap { $0 }
         do {
             // Only the loaders hold the connection: rendering, signing and fitting run after the
             // snapshot, on the request's own thread.
-            scope = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
-                try await screenScope(template, parameters: parameters, identity: identity, fetched: fetched, db: db)
+            (scope, started) = try await pool.withTransaction(isolation: .readOnlySnapshot) { [self] db in
+                let latest = subjects.isEmpty ? nil : SessionStore.latestStartAhead(db, subjects: subjects)
+                let scope = try await screenScope(template, parameters: parameters, identity: identity, fetched: fetched, db: db)
+                guard let latest else { return (scope, 0) }
+                return (scope, try await SessionStore.latestStart(db, latest))
             }
         } catch {
             throw Self.commandError(error, flow: nil) ?? error
@@ -340,7 +346,7 @@ public final class FlowRuntime: Sendable {
         // The same data for the same kind of request: the held screen with fresh payloads.
         let key = ScreenCache.Key(
             screen: name, parameters: parameters, user: identity.user, device: identity.device, profile: profile,
-            startExpiry: encoder.startExpiry)
+            startExpiry: encoder.startExpiry, latestStart: started)
         var miss: ScreenCache.Miss?
         switch served.screens.lookup(key, scope: scope) {
         case .held(let entry)?:
@@ -361,7 +367,8 @@ public final class FlowRuntime: Sendable {
         }
         miss?.reserve(fitted.bytes.count)
         let reply = ScreenReply(
-            body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry, served: served.etagSeed
+            body: fitted.bytes, subject: identity.primarySubject?.description ?? "", validUntil: encoder.startExpiry, served: served.etagSeed,
+            latestStart: started
         ) {
             miss?.add($0, payload: $1)
         }

@@ -34,6 +34,9 @@ final class ScreenCache: Sendable {
         var device: String?
         var profile: ClientProfile
         var startExpiry: Int
+        /// When the client last started a session: a held screen's start payloads may have been
+        /// used since it was held.
+        var latestStart: Int64
     }
 
     /// Where a start payload goes in a held screen, and what it is minted from (its subject and

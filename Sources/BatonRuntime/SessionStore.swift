@@ -76,6 +76,21 @@ enum SessionStore {
         !(try await db.rows(of: claim)).isEmpty
     }
 
+    /// When the client last started a session (as its user or its device), sent ahead with a
+    /// screen's loaders: a screen's ETag changes with it, so a client revalidating after it used
+    /// a start action gets fresh ones, not a 304 that keeps the used payload (answered `refresh`
+    /// once its session has moved on). The subjects' index answers it with one probe each.
+    static func latestStartAhead(_ db: PostgresConnection, subjects: [String]) -> PostgresAhead {
+        db.sendAhead(
+            "SELECT (extract(epoch FROM max(created_at)) * 1000000)::bigint FROM flow_sessions WHERE subject = $1 OR subject = $2",
+            [subjects[0], subjects.count > 1 ? subjects[1] : subjects[0]])
+    }
+
+    /// The answer of ``latestStartAhead(_:subjects:)``: microseconds since 1970, 0 for none.
+    static func latestStart(_ db: PostgresConnection, _ ahead: PostgresAhead) async throws -> Int64 {
+        Int64(try await db.rows(of: ahead).first?.decode(Int?.self, at: 0) ?? 0)
+    }
+
     /// The logged reply of a command, if it was processed.
     static func logged(_ db: PostgresConnection, id: UUID, step: Int, event: String) async throws -> LoggedReply? {
         guard

@@ -178,6 +178,37 @@ struct ScreenTests {
         }
     }
 
+    @Test("a start action used and cancelled: revalidating the unchanged screen gets fresh start actions, not a 304 keeping the used one")
+    func usedStartActionNotKept() async throws {
+        let environment = try await environment()
+        try await buildApplication(environment).test(.router) { client in
+            let first = try await client.execute(uri: "/v3/screens/notes", method: .get, headers: headers())
+            let etag = try #require(first.headers[.eTag])
+            let start = try #require(first.json["secondaryButtons"]?.arrayValue?.first?["action"]?["payload"]?.stringValue)
+            let input = try await client.command(start, headers: headers())
+            let cancelled = try await client.command(try #require(input.json.payload("cancel")), headers: headers())
+            #expect(cancelled.status == .ok)
+            // The used start action now only says the screen is out of date.
+            #expect(try await client.command(start, headers: headers()).json["type"] == "refresh")
+            var revalidate = headers()
+            revalidate[.ifNoneMatch] = etag
+            let again = try await client.execute(uri: "/v3/screens/notes", method: .get, headers: revalidate)
+            #expect(again.status == .ok, "a 304 would keep the used start action")
+            let fresh = try #require(again.json["secondaryButtons"]?.arrayValue?.first?["action"]?["payload"]?.stringValue)
+            #expect(fresh != start)
+            #expect(try await client.command(fresh, headers: headers()).json["type"] == "input")
+            // Nothing used since: the screen revalidates to 304 again.
+            var unchanged = headers()
+            unchanged[.ifNoneMatch] = try #require(again.headers[.eTag])
+            let third = try await client.execute(uri: "/v3/screens/notes", method: .get, headers: unchanged)
+            #expect(third.status == .ok, "the fresh action was used just now: still not kept")
+            let settled = try #require(third.headers[.eTag])
+            var settledCondition = headers()
+            settledCondition[.ifNoneMatch] = settled
+            #expect(try await client.execute(uri: "/v3/screens/notes", method: .get, headers: settledCondition).status == .notModified)
+        }
+    }
+
     @Test("a client below the oldest supported version gets the update-required screen (200), counted")
     func updateRequired() async throws {
         let contract = TestDatabase.repositoryRoot.appendingPathComponent("Tests/Fixtures/contract-oldest-2")
