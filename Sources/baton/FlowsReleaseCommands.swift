@@ -34,6 +34,12 @@ private func awaitReports(_ pool: PostgresPool, version: Int, timeout: Double) a
     return !reports.contains { !$0.ok }
 }
 
+/// `--wait` is checked before anything is changed: a value the wait cannot count (inf, nan,
+/// 1e16) used to end the process after the change had been committed.
+private func validateWait(_ wait: Double) throws {
+    guard wait.isFinite, (0...3600).contains(wait) else { throw ValidationError("--wait must be 0–3600 seconds; got \(wait)") }
+}
+
 /// Runs one change of the release state, prints it, and waits for the replicas' reports.
 private func changeRelease(
     _ common: CommonOptions, wait: Double, describe: @escaping @Sendable (ReleaseStore.State) -> String,
@@ -72,6 +78,8 @@ extension FlowsCommand {
 
         @Option(help: "Seconds to wait for replicas to report the new release (0: do not wait).")
         var wait: Double = 5
+
+        func validate() throws { try validateWait(wait) }
 
         func run() async throws {
             if let ramp, !(1...100).contains(ramp) { fail("--ramp must be 1–100") }
@@ -182,6 +190,8 @@ extension FlowsCommand {
         @Option(help: "Seconds to wait for replicas to report (0: do not wait).")
         var wait: Double = 5
 
+        func validate() throws { try validateWait(wait) }
+
         func run() async throws {
             await changeRelease(common, wait: wait, describe: { "release \($0.current?.prefix(12) ?? "none") is current; no ramp" }) {
                 [release] in try await ReleaseStore.rollback($0, to: release, actor: actor())
@@ -196,6 +206,8 @@ extension FlowsCommand {
 
         @Option(help: "Seconds to wait for replicas to report (0: do not wait).")
         var wait: Double = 5
+
+        func validate() throws { try validateWait(wait) }
 
         func run() async throws {
             await changeRelease(common, wait: wait, describe: { "release \($0.current?.prefix(12) ?? "none") is current for everyone" }) {

@@ -488,6 +488,15 @@ extension ReleaseTests {
         #expect(refusal.contains("deprecated; write `baton flows publish --flows-dir"), "\(refusal)")
         #expect(try await pool.query("SELECT count(*) FROM flow_releases")[0].decode(Int.self, at: 0) == 0)
 
+        // A --wait the wait cannot count is refused before anything is published (it used to end
+        // the process after the publish had committed).
+        for wait in ["inf", "nan", "1e16", "-1"] {
+            let (code, said) = try await baton(["flows", "publish", "--flows-dir", good.path, "--wait=\(wait)"], conninfo: conninfo)
+            #expect(code == 64, "\(wait): \(said)")
+            #expect(said.contains("--wait must be 0–3600 seconds"), "\(said)")
+        }
+        #expect(try await pool.query("SELECT count(*) FROM flow_releases")[0].decode(Int.self, at: 0) == 0)
+
         let (published, output) = try await baton(["flows", "publish", "--flows-dir", good.path, "--message", "first", "--wait", "0"], conninfo: conninfo)
         #expect(published == 0, "\(output)")
         let first = try ReleaseFiles.read(directory: good).id
