@@ -177,12 +177,13 @@ public struct PayloadSigner: Sendable {
     /// Parses `BATON_SIGNING_KEYS`: `keyid:base64secret[,keyid:base64secret...]`.
     public init(configuration: String) throws {
         var parsed: [(id: String, secret: [UInt8])] = []
-        for entry in configuration.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !entry.isEmpty {
+        for (index, entry) in configuration.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).enumerated() where !entry.isEmpty {
             let parts = entry.split(separator: ":", maxSplits: 1)
             guard parts.count == 2,
                 let secret = Data(base64Encoded: String(parts[1])).map(Array.init) ?? Self.base64URL(decoding: parts[1].utf8)
             else {
-                throw KeyError(description: "BATON_SIGNING_KEYS entries look like keyid:base64secret; '\(parts.first ?? "")' does not")
+                // Named by its place, never by its text: an entry missing its key id is all secret.
+                throw KeyError(description: "BATON_SIGNING_KEYS entries look like keyid:base64secret; entry \(index + 1) does not")
             }
             parsed.append((String(parts[0]), secret))
         }

@@ -120,3 +120,19 @@ struct PayloadSigningTests {
         #expect(abs(share - 0.5) < 0.01, "share of one bits \(share)")
     }
 }
+
+@Suite("Signing keys from configuration")
+struct SigningKeyConfigurationTests {
+    @Test("an entry without its key id is refused by its place, never printed (it would be all secret)")
+    func secretNotPrinted() {
+        let secret = "c2VjcmV0LXNpZ25pbmcta2V5LW5vdC10by1iZS1wcmludGVk"
+        do {
+            _ = try PayloadSigner(configuration: "k1:\(secret), \(secret)")
+            Issue.record("an entry without a key id was accepted")
+        } catch {
+            let said = "\(error)"
+            #expect(said.contains("entry 2 does not"), "\(said)")
+            #expect(!said.contains(secret), "\(said)")
+        }
+    }
+}

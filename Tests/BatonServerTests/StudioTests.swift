@@ -89,12 +89,13 @@ struct StudioTests {
         #expect(notes(.init(contract: 3, capabilities: ["barcode_scanner", "share_sheet"])).isEmpty)
     }
 
-    static func environment(_ mode: StudioMode) async throws -> BatonEnvironment {
+    static func environment(_ mode: StudioMode, maxLifetime: Duration? = nil) async throws -> BatonEnvironment {
         let environment = try await TestApplication.environment(
             flows: root.appendingPathComponent("Flows"), registry: BuiltinFlowsTests.registry(),
             configure: { configuration in
                 configuration.studio = mode
                 configuration.studioDirectory = root.appendingPathComponent("Studio").path
+                configuration.jwtMaxLifetime = maxLifetime
             })
         _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         return environment
@@ -102,6 +103,18 @@ struct StudioTests {
 
     static func studioToken(_ user: String, studio: Bool) async throws -> String {
         try await BearerAuthenticator.developmentToken(subject: user, secret: TestApplication.jwtSecret, studio: studio)
+    }
+
+    @Test("with baton.jwt.max.lifetime under 8 hours, the tokens the studio mints live no longer, so the server accepts them")
+    func tokensWithinTheMaxLifetime() async throws {
+        let development = try await Self.environment(.development, maxLifetime: .seconds(3600))
+        try await buildApplication(development).test(.router) { client in
+            let minted = try await client.execute(uri: "/studio/api/token?user=alice", method: .get)
+            let token = try #require(try JSONValue.parse(Array(String(buffer: minted.body).utf8))["token"]?.stringValue)
+            #expect(try await development.authenticator.user(fromToken: token) == "alice")
+            let screen = try await client.execute(uri: "/v3/screens/home", method: .get, headers: [.authorization: "Bearer " + token])
+            #expect(screen.status == .ok)
+        }
     }
 
     @Test("off by default; with BATON_STUDIO=true its API needs a studio claim; dev is open and mints demo tokens")

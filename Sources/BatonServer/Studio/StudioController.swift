@@ -31,6 +31,9 @@ struct StudioController: Sendable {
     let jwtSecret: String?
     let jwtIssuer: String?
     let jwtAudience: String?
+    /// How long the studio's tokens live: 8 hours, or less when `baton.jwt.max.lifetime` says so
+    /// (a longer one would be refused by the server the studio talks to).
+    let tokenLifetime: Duration
     let graphs = StudioGraphs()
 
     /// Users the studio offers in development (any name works: subjects are just ids).
@@ -53,6 +56,7 @@ struct StudioController: Sendable {
         jwtSecret = configuration.jwtHS256Secret
         jwtIssuer = configuration.jwtIssuer
         jwtAudience = configuration.jwtAudience
+        tokenLifetime = min(.seconds(8 * 3600), configuration.jwtMaxLifetime ?? .seconds(8 * 3600))
     }
 
     func register(on router: Router<BatonRequestContext>, logger: Logger) {
@@ -185,7 +189,7 @@ struct StudioController: Sendable {
             throw APIError.invalidRequest("user must be 1–64 letters, digits, - _ . @")
         }
         let token = try await BearerAuthenticator.developmentToken(
-            subject: user, secret: secret, issuer: jwtIssuer, audience: jwtAudience, lifetime: .seconds(8 * 3600))
+            subject: user, secret: secret, issuer: jwtIssuer, audience: jwtAudience, lifetime: tokenLifetime)
         return .json(["user": .string(user), "token": .string(token)])
     }
 
