@@ -46,6 +46,9 @@ public enum Conninfo {
         return settings.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
     }
 
+    /// `value` as a conninfo value: single-quoted, so spaces and quotes in it are kept.
+    static func quoted(_ value: String) -> String { "'\(escape(value))'" }
+
     private static func escape(_ value: String) -> String {
         value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
     }

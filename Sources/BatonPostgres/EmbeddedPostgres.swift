@@ -81,8 +81,12 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     /// The libpq conninfo of the running cluster.
-    public var conninfo: String {
-        "host=\(socketDirectory) port=\(configuration.port) user=postgres dbname=\(configuration.databaseName)"
+    public var conninfo: String { conninfo(database: configuration.databaseName) }
+
+    /// The conninfo of one of the cluster's databases (the socket's path quoted: it may hold
+    /// spaces or quotes).
+    func conninfo(database: String) -> String {
+        "host=\(Conninfo.quoted(socketDirectory)) port=\(configuration.port) user=postgres dbname=\(Conninfo.quoted(database))"
     }
 
     /// Creates the cluster if needed, starts it if it is not running, and ensures the database
@@ -112,12 +116,14 @@ public final class EmbeddedPostgres: Sendable {
             }
             if try !isRunning(binaries) {
                 log("starting PostgreSQL (socket in \(socketDirectory), log in \(logFile.path))")
+                // pg_ctl runs these through /bin/sh: each value is quoted for it (a checkout path
+                // with a space, or a quote, would otherwise split or run as shell).
                 var options = [
-                    "-k \(socketDirectory)", configuration.tcpLoopback ? "-c listen_addresses=127.0.0.1" : "-c listen_addresses=''",
+                    "-k \(shellQuoted(socketDirectory))", configuration.tcpLoopback ? "-c listen_addresses=127.0.0.1" : "-c listen_addresses=''",
                     "-p \(configuration.port)",
                 ]
                 for (key, value) in configuration.settings.sorted(by: { $0.key < $1.key }) {
-                    options.append("-c \(key)=\(value)")
+                    options.append("-c \(shellQuoted("\(key)=\(value)"))")
                 }
                 try run(
                     binaries.pgctl,
@@ -170,16 +176,16 @@ public final class EmbeddedPostgres: Sendable {
         guard Self.isValidIdentifier(name), template.map(Self.isValidIdentifier) ?? true else {
             throw Error(description: "database names must be lowercase letters, digits and _")
         }
-        let admin = try PostgresConnection(conninfo: "host=\(socketDirectory) port=\(configuration.port) user=postgres dbname=postgres")
+        let admin = try PostgresConnection(conninfo: conninfo(database: "postgres"))
         // Identifiers cannot be parameters; the names were validated above.
         try admin.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
-        return "host=\(socketDirectory) port=\(configuration.port) user=postgres dbname=\(name)"
+        return conninfo(database: name)
     }
 
     // MARK: - Internals
 
     private func createDatabaseIfMissing() throws {
-        let admin = try PostgresConnection(conninfo: "host=\(socketDirectory) port=\(configuration.port) user=postgres dbname=postgres")
+        let admin = try PostgresConnection(conninfo: conninfo(database: "postgres"))
         let exists = try admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [configuration.databaseName])
         if exists.isEmpty {
             do {
