@@ -15,11 +15,12 @@ baton="$(swift build --show-bin-path)/baton"
 export BATON_SIGNING_KEYS="${BATON_SIGNING_KEYS:-dev:ZGV2ZWxvcG1lbnQtc2lnbmluZy1rZXktbm90LWZvci1wcm9kdWN0aW9u}"
 export BATON_JWT_HS256_SECRET="${BATON_JWT_HS256_SECRET:-development-jwt-secret-not-for-production}"
 export LOG_FORMAT="${LOG_FORMAT:-logfmt}"
-# Baton Studio at http://127.0.0.1:8080/studio (docs/studio.md): open on the loopback address.
-export BATON_STUDIO="${BATON_STUDIO:-dev}"
 if "$baton" seed --help >/dev/null 2>&1; then
   "$baton" seed demo
 fi
 # --watch: edits to Flows/ are served within a second (lint gates each reload). --dev: this is a
-# development machine, so the development secrets above are accepted even if --host widens the bind.
+# development machine, so the development secrets above are accepted even if --host widens the
+# bind; on the loopback address it also opens Baton Studio at http://127.0.0.1:8080/studio
+# (docs/studio.md), which --host elsewhere leaves off. Database settings (DATABASE_URL,
+# BATON_DATA_DIR) go in the environment, where both `seed` above and `serve` read them.
 exec "$baton" serve --dev --watch "$@"
