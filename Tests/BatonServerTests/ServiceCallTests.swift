@@ -122,32 +122,37 @@ struct ServiceCallTests {
         await server.stop()
     }
 
-    @Test("a silent service is a timeout within attempts × the attempt timeout, never a hang")
-    func timeouts() async throws {
+    /// A service that does not answer in time, one way or another.
+    enum Silence: String, CaseIterable, Sendable {
+        /// Nothing comes back.
+        case silent
+        /// The head and the body's first bytes come at once, the rest 5 s later.
+        case stalledBody
+    }
+
+    @Test("a silent service, or one that stalls mid-body, is a timeout within attempts × the attempt timeout, retried, never a hang", arguments: Silence.allCases)
+    func timeouts(_ silence: Silence) async throws {
         let server = try await TrackingServer()
         let client = Self.client(server)
-        server.configure { $0.delay = .seconds(5) }
+        server.configure { behaviour in
+            switch silence {
+            case .silent: behaviour.delay = .seconds(5)
+            case .stalledBody: behaviour.stallBody = .seconds(5)
+            }
+        }
         let started = ContinuousClock.now
         let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 2, attempt: .milliseconds(300), backoff: .milliseconds(50)))
         let elapsed = ContinuousClock.now - started
         #expect(result == .failure(.timeout))
         #expect(server.requests.count == 2, "a timeout is retried")
-        #expect(elapsed < .seconds(3), "bounded by the attempts' timeouts: \(elapsed)")
+        #expect(elapsed < .seconds(3), "bounded by the attempts' timeouts, not the service's 5 s: \(elapsed)")
         await server.stop()
     }
 
-    @Test("a service that sends its head and then stalls mid-body is a timeout within the attempt's time, and retried")
-    func stalledBody() async throws {
+    @Test("a body that trickles in within the attempt's time is an answer")
+    func slowBody() async throws {
         let server = try await TrackingServer()
         let client = Self.client(server)
-        server.configure { $0.stallBody = .seconds(5) }
-        let started = ContinuousClock.now
-        let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 2, attempt: .milliseconds(300), backoff: .milliseconds(50)))
-        let elapsed = ContinuousClock.now - started
-        #expect(result == .failure(.timeout))
-        #expect(server.requests.count == 2, "the stalled attempt is retried")
-        #expect(elapsed < .seconds(3), "bounded by the attempts' timeouts, not the stalled body's 5 s: \(elapsed)")
-        // A body that only trickles in within the attempt's time is an answer.
         server.configure { $0.stallBody = .milliseconds(100) }
         guard case .response(200, let body) = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 1)) else {
             Issue.record("a slow body within the attempt's time is an answer")
@@ -241,14 +246,26 @@ struct ServiceCallTests {
 
     // MARK: - Flows over HTTP
 
-    func environment(_ server: TrackingServer, poolSize: Int = 4, callWait: Duration = .seconds(5)) async throws -> BatonEnvironment {
+    /// The repository's flows against `server`; with `files`, a copy of Flows/ with those
+    /// files (path → text) added or replaced. `configure` runs after the tracking URL is set.
+    func environment(
+        _ server: TrackingServer, poolSize: Int = 4, callWait: Duration = .seconds(5), files: [String: String] = [:],
+        configure: (inout BatonConfiguration) -> Void = { _ in }
+    ) async throws -> BatonEnvironment {
+        var flows = BuiltinFlowsTests.flows
+        if !files.isEmpty {
+            flows = FileManager.default.temporaryDirectory.appendingPathComponent("flows-services-\(UUID().uuidString)")
+            try FileManager.default.copyItem(at: BuiltinFlowsTests.flows, to: flows)
+            for (path, text) in files { try text.write(to: flows.appendingPathComponent(path), atomically: true, encoding: .utf8) }
+        }
         let url = server.baseURL
         let environment = try await TestApplication.environment(
-            poolSize: poolSize, flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry(),
+            poolSize: poolSize, flows: flows, registry: BuiltinFlowsTests.registry(),
             configure: { configuration in
             let configured = configuration.serviceSetting
             configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
             configuration.serviceCallWait = callWait
+            configure(&configuration)
         })
         _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
         return environment
@@ -362,9 +379,7 @@ struct ServiceCallTests {
     @Test("calls one after another in one command share the command's budget: the second gets what the first left, not a budget of its own")
     func chainedCallsShareTheBudget() async throws {
         let server = try await TrackingServer()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flows-chained-\(UUID().uuidString)")
-        try FileManager.default.copyItem(at: BuiltinFlowsTests.flows, to: directory)
-        try """
+        let twice = """
             flow: twice
             title: Two lookups
             auth: user
@@ -380,15 +395,9 @@ struct ServiceCallTests {
                 error: { message: Out of time. }
               shown:
                 done: { message: Both answered. }
-            """.write(to: directory.appendingPathComponent("twice.yaml"), atomically: true, encoding: .utf8)
-        let url = server.baseURL
-        let environment = try await TestApplication.environment(
-            flows: directory, registry: BuiltinFlowsTests.registry(),
-            configure: { configuration in
-                let configured = configuration.serviceSetting
-                configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
-                configuration.requestTimeout = .seconds(3)  // a call budget of 1 s
-            })
+            """
+        // A request deadline of 3 s: a call budget of 1 s.
+        let environment = try await environment(server, files: ["twice.yaml": twice]) { $0.requestTimeout = .seconds(3) }
         // Each answer takes 0.7 s: the first fits the budget; the second, with about 0.3 s left, does not.
         server.configure { $0.delay = .milliseconds(700) }
         let runtime = try #require(environment.runtime)
@@ -407,9 +416,7 @@ struct ServiceCallTests {
     @Test("a deep link whose flow starts with a service call: a retry with the same Idempotency-Key gets the first answer, during the call and after it, and the service is called once")
     func deepLinkStartingWithACall() async throws {
         let server = try await TrackingServer()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flows-link-call-\(UUID().uuidString)")
-        try FileManager.default.copyItem(at: BuiltinFlowsTests.flows, to: directory)
-        try """
+        let flow = """
             flow: parcel-link
             title: A parcel from a link
             auth: any
@@ -424,9 +431,9 @@ struct ServiceCallTests {
                 error: { message: Tracking is not answering. }
               shown:
                 done: { message: "Parcel {{result.code}}: {{result.status}}" }
-            """.write(to: directory.appendingPathComponent("parcel-link.yaml"), atomically: true, encoding: .utf8)
-        let links = directory.appendingPathComponent("deeplinks.yaml")
-        try (try String(contentsOf: links, encoding: .utf8)).replacingOccurrences(of: "\nlinks:\n", with: "\nlinks:\n" + """
+            """
+        let links = try String(contentsOf: BuiltinFlowsTests.flows.appendingPathComponent("deeplinks.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "\nlinks:\n", with: "\nlinks:\n" + """
               parcel:
                 description: A parcel's status
                 urls:
@@ -438,14 +445,8 @@ struct ServiceCallTests {
                 params:
                   code: code
 
-            """).write(to: links, atomically: true, encoding: .utf8)
-        let url = server.baseURL
-        let environment = try await TestApplication.environment(
-            flows: directory, registry: BuiltinFlowsTests.registry(),
-            configure: { configuration in
-                let configured = configuration.serviceSetting
-                configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
-            })
+            """)
+        let environment = try await environment(server, files: ["parcel-link.yaml": flow, "deeplinks.yaml": links])
         var headers = deviceHeaders("6d7e8f90-a1b2-4c3d-8e4f-5a6b7c8d9e0f")
         headers[HTTPField.Name("X-Client-Platform")!] = "appclip"
         headers[.contentType] = "application/json"
@@ -484,9 +485,7 @@ struct ServiceCallTests {
     @Test("a double tap during a call that outlasts the session's ttl waits for the call's answer, not payload_expired")
     func doubleTapPastTheTTL() async throws {
         let server = try await TrackingServer()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flows-short-ttl-\(UUID().uuidString)")
-        try FileManager.default.copyItem(at: BuiltinFlowsTests.flows, to: directory)
-        try """
+        let flow = """
             flow: quick-lookup
             title: Quick lookup
             auth: user
@@ -506,14 +505,8 @@ struct ServiceCallTests {
                 done: { message: "Parcel {{result.code}}" }
               gone:
                 done: {}
-            """.write(to: directory.appendingPathComponent("quick-lookup.yaml"), atomically: true, encoding: .utf8)
-        let url = server.baseURL
-        let environment = try await TestApplication.environment(
-            flows: directory, registry: BuiltinFlowsTests.registry(),
-            configure: { configuration in
-                let configured = configuration.serviceSetting
-                configuration.serviceSetting = { $0 == "baton.service.tracking.url" ? url : configured($0) }
-            })
+            """
+        let environment = try await environment(server, files: ["quick-lookup.yaml": flow])
         try await buildApplication(environment).test(.router) { client in
             let headers = try await userHeaders("henk")
             let runtime = try #require(environment.runtime)

@@ -102,18 +102,26 @@ extension Loopback {
         await offThread { blockingExchange(port: port, sending: bytes, halfClose: halfClose, timeout: timeout, probe: probe) }
     }
 
+    /// Sends `bytes` until they are all sent or a send fails (the server closed, or the send
+    /// timed out); returns how many were sent.
+    @discardableResult
+    static func sendAll(_ bytes: [UInt8], on descriptor: Int32) -> Int {
+        var sent = 0
+        while sent < bytes.count {
+            let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
+            if written < 0 && errno == EINTR { continue }
+            if written <= 0 { break }
+            sent += written
+        }
+        return sent
+    }
+
     private static func blockingExchange(port: Int, sending bytes: [UInt8], halfClose: Bool, timeout: Int, probe: Bool) -> (answer: [UInt8], closedWhole: Bool)? {
         let wait = timeval(tv_sec: timeout, tv_usec: 0)
         let answer: (answer: [UInt8], closedWhole: Bool)?? = connected(port: port, receiveTimeout: wait, sendTimeout: wait) { descriptor -> (answer: [UInt8], closedWhole: Bool)? in
-            var sent = 0
-            while sent < bytes.count {
-                // The server may answer and close before reading everything (a head over its
-                // limit): what it wrote is still read below.
-                let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
-                if written < 0 && errno == EINTR { continue }
-                if written <= 0 { break }
-                sent += written
-            }
+            // The server may answer and close before reading everything (a head over its
+            // limit): what it wrote is still read below.
+            sendAll(bytes, on: descriptor)
             #if canImport(Glibc)
             if halfClose { shutdown(descriptor, Int32(SHUT_WR)) }
             #else
@@ -280,14 +288,8 @@ extension Loopback {
                 var small: Int32 = 4096
                 setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
                 let bytes = Array([[UInt8]](repeating: request, count: count).joined())
-                var sent = 0
-                while sent < bytes.count {
-                    // The server stops reading once its answers back up: what was sent is enough.
-                    let written = bytes[sent...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, sendFlags) }
-                    if written < 0 && errno == EINTR { continue }
-                    if written <= 0 { break }
-                    sent += written
-                }
+                // The server stops reading once its answers back up: what was sent is enough.
+                sendAll(bytes, on: descriptor)
                 usleep(UInt32(pause.components.seconds * 1_000_000 + pause.components.attoseconds / 1_000_000_000_000))
                 var answer: [UInt8] = []
                 var buffer = [UInt8](repeating: 0, count: 65_536)
