@@ -13,11 +13,12 @@ import NIOHTTPTypes
 /// when Baton will not take the rest of the request: `413 body_too_large` (answered from the
 /// announced length, before the body is read), `408 request_timeout`, Hummingbird's `400`
 /// for a request it cannot parse, and any answer written before its request's body was read
-/// to the end (a 404, a refused device, a `GET` sent with a body). Without this, a client that kept sending after its 413 had
-/// its whole body read and dropped, however long, and a request behind it was served. A
-/// request whose header is `keep-alive` (every HTTP/1.0 request that keeps the connection,
-/// spelled so by ``ConnectionPersistence``, and an HTTP/1.1 one that says it) has its answer
-/// say `Connection: keep-alive`, unless the answer closes.
+/// to the end (a 404, a refused device, a `GET` sent with a body). Without this, a client
+/// that kept sending after such an answer had its whole body read and dropped, however long,
+/// and a request behind it was served. A request whose header is `keep-alive` (every
+/// HTTP/1.0 request that keeps the connection, spelled so by ``ConnectionPersistence``, and an
+/// HTTP/1.1 one that says it) has its answer say `Connection: keep-alive`, unless the answer
+/// closes.
 ///
 /// Once a closing answer is written: if the request was read to its end, the connection
 /// closes at once. If its body is still arriving, what arrives is dropped (a request behind it
