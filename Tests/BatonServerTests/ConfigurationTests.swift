@@ -26,6 +26,30 @@ struct ConfigurationTests {
         #expect(configuration.idleTimeout == .seconds(75))
     }
 
+    @Test("a number or a boolean where text belongs (a JSON file's \"studio\": true) is refused, not read as unset; a secret's value is not repeated")
+    func textKeysRefuseOtherKinds() throws {
+        for (key, value) in [("baton.studio", ConfigValue(.int(12), isSecret: false)), ("http.host", ConfigValue(.bool(true), isSecret: false))] {
+            do {
+                _ = try configuration([AbsoluteConfigKey(key.split(separator: ".").map(String.init)): value])
+                Issue.record("\(key) = \(value) was read as unset")
+            } catch let error as BatonConfiguration.Error {
+                #expect(error.description.contains("\(key) (") && error.description.contains("must be text"), "\(error)")
+            }
+        }
+        do {
+            _ = try configuration([AbsoluteConfigKey(["baton", "jwt", "hs256", "secret"]): ConfigValue(.int(424_242), isSecret: true)])
+            Issue.record("a number for a secret was read as unset")
+        } catch let error as BatonConfiguration.Error {
+            #expect(!error.description.contains("424242"), "\(error)")
+        }
+        // Text is text, and an unset key still takes its default. The studio's switch takes
+        // JSON's true and false as its words `true` and `false`.
+        #expect(try configuration([AbsoluteConfigKey(["baton", "studio"]): ConfigValue(.string("true"), isSecret: false)]).studio == .enabled)
+        #expect(try configuration([AbsoluteConfigKey(["baton", "studio"]): ConfigValue(.bool(true), isSecret: false)]).studio == .enabled)
+        #expect(try configuration([AbsoluteConfigKey(["baton", "studio"]): ConfigValue(.bool(false), isSecret: false), AbsoluteConfigKey(["baton", "dev"]): ConfigValue(.bool(true), isSecret: false)]).studio == .off)
+        #expect(try configuration([:]).studio == .off)
+    }
+
     @Test("environment variables map to keys (DATABASE_URL → database.url, ...)")
     func environment() throws {
         let reader = ConfigReader(

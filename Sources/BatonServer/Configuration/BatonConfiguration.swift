@@ -144,7 +144,7 @@ public struct BatonConfiguration: Sendable {
 
     /// Reads and validates the configuration.
     public init(reader: ConfigReader) throws {
-        databaseURL = reader.string(forKey: "database.url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
+        databaseURL = try reader.strictString("database.url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
         poolSize = try reader.strictInt("database.pool.size") ?? 10
         func seconds(_ key: String, _ environment: String, default value: Double, within range: ClosedRange<Double>) throws -> Duration {
             let number = try reader.strictDouble(key) ?? value
@@ -171,18 +171,18 @@ public struct BatonConfiguration: Sendable {
         guard databaseTimeout < requestTimeout else {
             throw Error(description: "database.timeout (\(databaseTimeout)) must be shorter than http.request.timeout (\(requestTimeout))")
         }
-        dataDirectory = reader.string(forKey: "baton.data.dir", default: ".baton")
-        httpHost = reader.string(forKey: "http.host", default: "127.0.0.1")
+        dataDirectory = try reader.strictString("baton.data.dir") ?? ".baton"
+        httpHost = try reader.strictString("http.host") ?? "127.0.0.1"
         httpPort = try reader.strictInt("http.port") ?? 8080
         bodyLimit = try reader.strictInt("http.body.limit") ?? 64 * 1024
-        flowsDirectory = reader.string(forKey: "baton.flows.dir", default: "Flows")
-        migrationsDirectory = reader.string(forKey: "baton.migrations.dir") ?? MigrationsLocation.find()
+        flowsDirectory = try reader.strictString("baton.flows.dir") ?? "Flows"
+        migrationsDirectory = try reader.strictString("baton.migrations.dir") ?? MigrationsLocation.find()
         migrateOnStart = try reader.strictBool("baton.migrate") ?? true
-        signingKeys = reader.string(forKey: "baton.signing.keys", isSecret: true)
-        jwtHS256Secret = reader.string(forKey: "baton.jwt.hs256.secret", isSecret: true)
-        jwtPublicKeys = reader.string(forKey: "baton.jwt.public.keys")
-        jwtIssuer = reader.string(forKey: "baton.jwt.issuer")
-        jwtAudience = reader.string(forKey: "baton.jwt.audience")
+        signingKeys = try reader.strictString("baton.signing.keys", isSecret: true)
+        jwtHS256Secret = try reader.strictString("baton.jwt.hs256.secret", isSecret: true)
+        jwtPublicKeys = try reader.strictString("baton.jwt.public.keys")
+        jwtIssuer = try reader.strictString("baton.jwt.issuer")
+        jwtAudience = try reader.strictString("baton.jwt.audience")
         jwtLeeway = try seconds("baton.jwt.leeway", "BATON_JWT_LEEWAY", default: 60, within: 0...600)
         if let lifetime = try reader.strictDouble("baton.jwt.max.lifetime") {
             guard lifetime >= 1, lifetime <= 366 * 86400 else {
@@ -197,28 +197,30 @@ public struct BatonConfiguration: Sendable {
         // On by default in development (--dev, scripts/run.sh) on a loopback address; otherwise
         // only when asked for.
         let studioDefault = development && ["127.0.0.1", "::1", "localhost"].contains(httpHost) ? "dev" : "false"
-        let studioValue = reader.string(forKey: "baton.studio", default: studioDefault).lowercased()
+        // `true` and `false` are two of its three words: a JSON file may write them unquoted.
+        let studioSwitch = try? reader.strictBool("baton.studio")
+        let studioValue = (try studioSwitch.map { "\($0)" } ?? reader.strictString("baton.studio") ?? studioDefault).lowercased()
         guard let parsedStudio = StudioMode(configurationValue: studioValue) else {
             throw Error(description: "baton.studio (BATON_STUDIO) must be false, true or dev; got '\(studioValue.prefix(20))'")
         }
         studio = parsedStudio
-        studioDirectory = reader.string(forKey: "baton.studio.dir", default: "Studio")
+        studioDirectory = try reader.strictString("baton.studio.dir") ?? "Studio"
         let healthInterval = try reader.strictDouble("baton.contract.health.interval") ?? 60
         guard healthInterval >= 0.05, healthInterval <= 3600 else {
             throw Error(description: "baton.contract.health.interval (BATON_CONTRACT_HEALTH_INTERVAL) must be 0.05–3600 seconds; got \(healthInterval)")
         }
         contractHealthInterval = .milliseconds(Int(healthInterval * 1000))
-        let level = reader.string(forKey: "log.level", default: "info").lowercased()
+        let level = (try reader.strictString("log.level") ?? "info").lowercased()
         guard let parsedLevel = Logger.Level(rawValue: level == "warn" ? "warning" : level) else {
             throw Error(description: "log.level (LOG_LEVEL) must be one of trace, debug, info, notice, warning, error, critical; got '\(level)'")
         }
         logLevel = parsedLevel
-        let format = reader.string(forKey: "log.format", default: "json").lowercased()
+        let format = (try reader.strictString("log.format") ?? "json").lowercased()
         guard let parsedFormat = LogFormat(rawValue: format) else {
             throw Error(description: "log.format (LOG_FORMAT) must be json or logfmt; got '\(format)'")
         }
         logFormat = parsedFormat
-        let source = reader.string(forKey: "baton.flows.source", default: "auto").lowercased()
+        let source = (try reader.strictString("baton.flows.source") ?? "auto").lowercased()
         guard let parsedSource = FlowsSource(rawValue: source) else {
             throw Error(description: "baton.flows.source (BATON_FLOWS_SOURCE) must be auto, files or database; got '\(source)'")
         }
@@ -229,7 +231,7 @@ public struct BatonConfiguration: Sendable {
             throw Error(description: "baton.flows.check.interval (BATON_FLOWS_CHECK_INTERVAL) must be 0.05–3600 seconds; got \(checkInterval)")
         }
         releaseCheckInterval = .milliseconds(Int(checkInterval * 1000))
-        replicaName = reader.string(forKey: "baton.replica", default: "\(ProcessInfo.processInfo.hostName):\(getpid())")
+        replicaName = try reader.strictString("baton.replica") ?? "\(ProcessInfo.processInfo.hostName):\(getpid())"
         serviceSetting = { key in
             let secret = key.hasSuffix(".token") || key.hasSuffix(".secret")
             return reader.string(forKey: ConfigKey(key), isSecret: secret).flatMap { $0.isEmpty ? nil : $0 }
@@ -285,6 +287,18 @@ extension ConfigReader {
     /// swift-configuration's own getters fall back to the default when a value does not convert,
     /// so `DATABASE_POOL_SIZE=ten` or `BATON_DIAGNOSTICS=on` used to be ignored without a word
     /// (and so was a number quoted in the config file, which is read here).
+    /// Text at `key`, or nil when unset. A number or a boolean where text belongs (a JSON file's
+    /// `"studio": true`) is refused: read as text it is nil, and the default would win without
+    /// a word. A secret's value is not repeated in the error.
+    func strictString(_ key: String, isSecret: Bool = false) throws -> String? {
+        let config = ConfigKey(key)
+        if let text = string(forKey: config, isSecret: isSecret) { return text }
+        let other = bool(forKey: config).map { "\($0)" } ?? int(forKey: config).map { "\($0)" } ?? double(forKey: config).map { "\($0)" }
+        guard let other else { return nil }
+        let environment = key.uppercased().replacingOccurrences(of: ".", with: "_")
+        throw BatonConfiguration.Error(description: "\(key) (\(environment)) must be text; got \(isSecret ? "a number or a boolean" : other)")
+    }
+
     func strictInt(_ key: String) throws -> Int? {
         let config = ConfigKey(key)
         return try strict(key, int(forKey: config), "a whole number", other: double(forKey: config).map { "\($0)" }) { Int($0) }
