@@ -114,7 +114,7 @@ public func buildApplication(
             ).register(on: router, catalog: catalog)
         }
         if environment.configuration.studio != .off {
-            StudioController(environment: environment, runtime: runtime, contract: live.contract).register(on: router, logger: environment.logger)
+            StudioController(environment: environment, runtime: runtime, live: live).register(on: router, logger: environment.logger)
         }
         environment.metrics.prepare(flows: runtime.bundle.flows.keys.sorted())
         environment.metrics.prepare(services: runtime.bundle.services.keys.sorted())

@@ -253,6 +253,29 @@ struct ReleaseTests {
         }
     }
 
+    @Test("the studio fits with the contract served now: after a release changes the contract, its config says so")
+    func studioFollowsTheRelease() async throws {
+        let conninfo = try await TestDatabase.make(migrated: true)
+        let environment = try await TestApplication.environment(
+            conninfo: conninfo, flows: Self.flows, registry: BuiltinFlowsTests.registry(),
+            configure: {
+                $0.flowsSource = .auto
+                $0.releaseCheckInterval = .seconds(1)
+                $0.studio = .development
+                $0.studioDirectory = TestDatabase.repositoryRoot.appendingPathComponent("Studio").path
+            })
+        try await buildApplication(environment).test(.router) { client in
+            func oldest() async throws -> JSONValue? {
+                try JSONValue.parse(Array(try await client.execute(uri: "/studio/api/config", method: .get).body.readableBytesView))["contract"]?["oldest"]
+            }
+            #expect(try await oldest() == 1)
+            _ = try await publish(environment.pool, try files(welcome: "Welcome B") {
+                $0["contract.yaml"] = $0["contract.yaml"]!.replacingOccurrences(of: "  oldest: 1\n", with: "  oldest: 2\n")
+            })
+            _ = try await within(.seconds(5)) { try await oldest() == 2 }
+        }
+    }
+
     @Test("a replica that starts while a release is current serves it from its first request, not Flows/ on disk")
     func startsOnTheCurrentRelease() async throws {
         let (a, _) = try await replicas()

@@ -17,6 +17,8 @@ public final class LiveDefinitions: Sendable {
     }
 
     private let state: Mutex<Served>
+    /// Bumped by every ``serve(_:)``: what was made from the served contract is made again.
+    private let servings = Atomic<Int>(0)
     /// The last release this replica could not load, and why (nil once one loads).
     private let failure = Mutex<(release: String, reason: String)?>(nil)
 
@@ -28,8 +30,12 @@ public final class LiveDefinitions: Sendable {
     public var contract: ContractRegistry { state.withLock { $0.contract } }
     public var allowlist: DeepLinkAllowlist? { state.withLock { $0.allowlist } }
 
+    /// How many times definitions were swapped in (0: the ones it started with).
+    public var generation: Int { servings.load(ordering: .acquiring) }
+
     func serve(_ served: Served) {
         state.withLock { $0 = served }
+        servings.add(1, ordering: .releasing)
         failure.withLock { $0 = nil }
     }
 

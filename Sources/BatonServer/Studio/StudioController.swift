@@ -22,8 +22,15 @@ struct StudioController: Sendable {
     let flowsDirectory: URL
     let runtime: FlowRuntime
     let authenticator: BearerAuthenticator
-    let contract: ContractRegistry
-    let fitter: ScreenFitter
+    /// The contract and allowlist served now (a release or a `--watch` reload swaps them).
+    let live: LiveDefinitions
+    /// The fitter for the served contract, made again when the served definitions change.
+    private let fitting: Fitting
+
+    private final class Fitting: Sendable {
+        let made: Mutex<(generation: Int, contract: ContractRegistry, fitter: ScreenFitter)>
+        init(_ made: (generation: Int, contract: ContractRegistry, fitter: ScreenFitter)) { self.made = Mutex(made) }
+    }
     let pool: PostgresPool
     /// The application's flow catalog, for linting the files on disk again (nil: the lint of
     /// the bundle loaded at start).
@@ -36,21 +43,38 @@ struct StudioController: Sendable {
     let tokenLifetime: Duration
     let graphs = StudioGraphs()
 
+    /// The same pass the server fits with: the served contract, the served outbound allowlist.
+    static func fitter(for live: LiveDefinitions) -> ScreenFitter {
+        let served = live.served
+        var isAllowedURL: (@Sendable (String) -> Bool)?
+        if let allowlist = served.allowlist { isAllowedURL = { url in allowlist.outbound(url).isAllowed } }
+        return ScreenFitter(registry: served.contract, isAllowedURL: isAllowedURL)
+    }
+
+    /// The served contract and its fitter, made again after a swap.
+    var current: (contract: ContractRegistry, fitter: ScreenFitter) {
+        let generation = live.generation
+        return fitting.made.withLock { fitting in
+            if fitting.generation != generation { fitting = (generation, live.contract, Self.fitter(for: live)) }
+            return (fitting.contract, fitting.fitter)
+        }
+    }
+
+    var contract: ContractRegistry { current.contract }
+    var fitter: ScreenFitter { current.fitter }
+
     /// Users the studio offers in development (any name works: subjects are just ids).
     static let demoUsers = ["alice", "bob", "carol"]
 
-    init(environment: BatonEnvironment, runtime: FlowRuntime, contract: ContractRegistry) {
+    init(environment: BatonEnvironment, runtime: FlowRuntime, live: LiveDefinitions) {
         let configuration = environment.configuration
         mode = configuration.studio
         directory = URL(fileURLWithPath: configuration.studioDirectory).standardizedFileURL
         flowsDirectory = URL(fileURLWithPath: configuration.flowsDirectory).standardizedFileURL
         self.runtime = runtime
         authenticator = environment.authenticator
-        self.contract = contract
-        // The same pass the server fits with: this contract, the same outbound allowlist.
-        var isAllowedURL: (@Sendable (String) -> Bool)?
-        if let allowlist = environment.allowlist { isAllowedURL = { url in allowlist.outbound(url).isAllowed } }
-        fitter = ScreenFitter(registry: contract, isAllowedURL: isAllowedURL)
+        self.live = live
+        fitting = Fitting((live.generation, live.contract, Self.fitter(for: live)))
         pool = environment.pool
         catalog = environment.flowCatalog
         jwtSecret = configuration.jwtHS256Secret
