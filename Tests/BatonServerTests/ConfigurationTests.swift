@@ -48,6 +48,12 @@ struct ConfigurationTests {
         #expect(try configuration([AbsoluteConfigKey(["baton", "studio"]): ConfigValue(.bool(true), isSecret: false)]).studio == .enabled)
         #expect(try configuration([AbsoluteConfigKey(["baton", "studio"]): ConfigValue(.bool(false), isSecret: false), AbsoluteConfigKey(["baton", "dev"]): ConfigValue(.bool(true), isSecret: false)]).studio == .off)
         #expect(try configuration([:]).studio == .off)
+        // An empty variable is unset (a blank BATON_FLOWS_DIR used to mean the working directory).
+        let blank = try BatonConfiguration(
+            reader: ConfigReader(provider: EnvironmentVariablesProvider(environmentVariables: ["BATON_FLOWS_DIR": "", "LOG_LEVEL": " ", "HTTP_HOST": ""])))
+        #expect(blank.flowsDirectory == "Flows")
+        #expect(blank.logLevel == .info)
+        #expect(blank.httpHost == "127.0.0.1")
     }
 
     @Test("environment variables map to keys (DATABASE_URL → database.url, ...)")

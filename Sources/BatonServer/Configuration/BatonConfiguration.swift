@@ -144,7 +144,7 @@ public struct BatonConfiguration: Sendable {
 
     /// Reads and validates the configuration.
     public init(reader: ConfigReader) throws {
-        databaseURL = try reader.strictString("database.url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
+        databaseURL = try reader.strictString("database.url", isSecret: true)
         poolSize = try reader.strictInt("database.pool.size") ?? 10
         func seconds(_ key: String, _ environment: String, default value: Double, within range: ClosedRange<Double>) throws -> Duration {
             let number = try reader.strictDouble(key) ?? value
@@ -287,12 +287,15 @@ extension ConfigReader {
     /// swift-configuration's own getters fall back to the default when a value does not convert,
     /// so `DATABASE_POOL_SIZE=ten` or `BATON_DIAGNOSTICS=on` used to be ignored without a word
     /// (and so was a number quoted in the config file, which is read here).
-    /// Text at `key`, or nil when unset. A number or a boolean where text belongs (a JSON file's
+    /// Text at `key`, or nil when unset; empty text (`BATON_FLOWS_DIR=`) is unset too, as
+    /// docs/operations.md says. A number or a boolean where text belongs (a JSON file's
     /// `"studio": true`) is refused: read as text it is nil, and the default would win without
     /// a word. A secret's value is not repeated in the error.
     func strictString(_ key: String, isSecret: Bool = false) throws -> String? {
         let config = ConfigKey(key)
-        if let text = string(forKey: config, isSecret: isSecret) { return text }
+        if let text = string(forKey: config, isSecret: isSecret) {
+            return text.allSatisfy(\.isWhitespace) ? nil : text
+        }
         let other = bool(forKey: config).map { "\($0)" } ?? int(forKey: config).map { "\($0)" } ?? double(forKey: config).map { "\($0)" }
         guard let other else { return nil }
         let environment = key.uppercased().replacingOccurrences(of: ".", with: "_")
