@@ -44,8 +44,7 @@ struct StudioController: Sendable {
     let graphs = StudioGraphs()
 
     /// The same pass the server fits with: the served contract, the served outbound allowlist.
-    static func fitter(for live: LiveDefinitions) -> ScreenFitter {
-        let served = live.served
+    static func fitter(for served: LiveDefinitions.Served) -> ScreenFitter {
         var isAllowedURL: (@Sendable (String) -> Bool)?
         if let allowlist = served.allowlist { isAllowedURL = { url in allowlist.outbound(url).isAllowed } }
         return ScreenFitter(registry: served.contract, isAllowedURL: isAllowedURL)
@@ -55,7 +54,10 @@ struct StudioController: Sendable {
     var current: (contract: ContractRegistry, fitter: ScreenFitter) {
         let generation = live.generation
         return fitting.made.withLock { fitting in
-            if fitting.generation != generation { fitting = (generation, live.contract, Self.fitter(for: live)) }
+            if fitting.generation != generation {
+                let served = live.served
+                fitting = (generation, served.contract, Self.fitter(for: served))
+            }
             return (fitting.contract, fitting.fitter)
         }
     }
@@ -74,7 +76,8 @@ struct StudioController: Sendable {
         self.runtime = runtime
         authenticator = environment.authenticator
         self.live = live
-        fitting = Fitting((live.generation, live.contract, Self.fitter(for: live)))
+        let served = live.served
+        fitting = Fitting((live.generation, served.contract, Self.fitter(for: served)))
         pool = environment.pool
         catalog = environment.flowCatalog
         jwtSecret = configuration.jwtHS256Secret
