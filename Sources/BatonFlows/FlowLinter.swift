@@ -77,7 +77,7 @@ public struct FlowLinter: Sendable {
 
     /// Whether a transition (or one of its cases) calls a service.
     static func makesCall(_ transition: Transition) -> Bool {
-        transition.call != nil || transition.cases.contains { makesCall($0.1) } || (transition.otherwise.map { makesCall($0.value) } ?? false)
+        transition.call != nil || transition.cases.contains { makesCall($0.transition) } || (transition.otherwise.map { makesCall($0.value) } ?? false)
     }
 
     /// A cycle of action states (through an effect's or a call's outcomes, a match or a guard),
