@@ -657,7 +657,9 @@ public final class FlowRuntime: Sendable {
         // The identical command while this step's call is in flight waits for its answer,
         // whatever the payload's or the session's expiry: it is the same tap, and the answer is
         // coming. (Once the call's lease has run out, expiry decides as for any step.)
-        if session.status == "active", session.step == claims.step, let calling = Calling(session), calling.until > clock() {
+        // (Read once: the step's call, if the session is on this step.)
+        let calling = session.status == "active" && session.step == claims.step ? Calling(session) : nil
+        if let calling, calling.until > clock() {
             return continueCalling(calling, session: session, command: request, event: claims.event, db: db)
         }
         let parameters = session.context["params"]?.objectValue
@@ -673,8 +675,8 @@ public final class FlowRuntime: Sendable {
         guard session.status == "active", session.step == claims.step else {
             return StepResult(reply: stale(flow: session.flow))
         }
-        // A service call of this step is in flight, or its replica died mid-call.
-        if let calling = Calling(session) {
+        // The replica that made this step's call died mid-call (its lease ran out).
+        if let calling {
             return continueCalling(calling, session: session, command: request, event: claims.event, db: db)
         }
         let engine = try await engine(hash: session.definitionHash, served: request.served, db: db)
