@@ -125,7 +125,7 @@ public struct ServiceLoad: Sendable {
 }
 
 /// Checks parameters against their specs: required ones present, patterns and lengths, no
-/// undeclared ones. Returns a message for the first problem.
+/// U+0000, no undeclared ones. Returns a message for the first problem.
 public enum ParameterCheck {
     public static func problem(_ values: JSONObject, specs: [ParameterSpec]) -> String? {
         // A handful of specs: searched in place, not hashed into a set on every request.
@@ -140,6 +140,9 @@ public enum ParameterCheck {
             let text = value.interpolationText
             // Characters, as people count them; never more than the bytes, which cost nothing to count.
             if text.utf8.count > spec.maxLength, text.count > spec.maxLength { return "parameter '\(spec.name)' is longer than \(spec.maxLength) characters" }
+            // No text column or bound parameter can hold U+0000: refused here, by name, rather
+            // than failing in whichever loader or effect binds the value.
+            if text.utf8.contains(0) { return "parameter '\(spec.name)' must not contain U+0000" }
             if let pattern = spec.pattern {
                 guard PatternCache.wholeMatch(pattern, text) else {
                     return "parameter '\(spec.name)' does not match \(pattern)"

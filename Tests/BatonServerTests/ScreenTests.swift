@@ -255,4 +255,21 @@ struct ScreenTests {
             #expect(try await client.execute(uri: "/v3/screens/gallery?tag=ok", method: .get, headers: headers()).status == .ok)
         }
     }
+
+    // PostgreSQL can bind no U+0000 in text, so a parameter holding one could only fail in the
+    // loader. Other control characters bind and are the loader's to match.
+    @Test("a parameter a loader binds: U+0000 is refused with 400, other text reaches the loader")
+    func parameterWithNUL() async throws {
+        let app = buildApplication(try await environment())
+        try await app.test(.router) { client in
+            let refused = try await client.execute(uri: "/v3/screens/note-search?q=a%00b", method: .get, headers: headers())
+            #expect(refused.status == .badRequest)
+            #expect(refused.json["error"]?["code"] == "invalid_request")
+            #expect(refused.json["error"]?["message"]?.stringValue?.contains("'q'") == true)
+            for query in ["a%0Ab", "%E2%80%AE", "", "plain"] {
+                let found = try await client.execute(uri: "/v3/screens/note-search?q=\(query)", method: .get, headers: headers())
+                #expect(found.status == .ok, "q=\(query)")
+            }
+        }
+    }
 }

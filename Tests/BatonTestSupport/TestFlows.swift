@@ -53,6 +53,13 @@ public enum TestFlows {
                 try await call.database.query("SELECT id, text FROM test_notes WHERE subject = $1 ORDER BY id", [call.subject.description])
                     .map { ["id": .int(try $0.decode(Int.self, at: 0)), "text": .string(try $0.decode(String.self, at: 1))] })
         }
+        registry.loader("notes.search", arguments: [ArgumentSpec("q", required: false)], returnsList: true) { call in
+            .array(
+                try await call.database.query(
+                    "SELECT id, text FROM test_notes WHERE subject = $1 AND strpos(text, $2) > 0 ORDER BY id",
+                    [call.subject.description, call.optionalString("q") ?? ""]
+                ).map { ["id": .int(try $0.decode(Int.self, at: 0)), "text": .string(try $0.decode(String.self, at: 1))] })
+        }
         registry.loader("colours.list", returnsList: true) { _ in
             [["id": "red", "name": "Red"], ["id": "blue", "name": "Blue"], ["id": "green", "name": "Green"]]
         }
