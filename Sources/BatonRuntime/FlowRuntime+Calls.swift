@@ -234,47 +234,15 @@ extension FlowRuntime {
 
 /// A call in flight on this replica: duplicates of its command wait here for its reply.
 final class CallFlight: Sendable {
-    private enum State {
-        case running([UUID: CheckedContinuation<[UInt8]?, any Error>])
-        case finished(Result<[UInt8], any Error>)
-    }
-
-    private let state = Mutex(State.running([:]))
+    private let result = SharedResult<Result<[UInt8], any Error>>()
 
     init() {}
 
-    /// The reply's bytes once the call's step answered, or nil if that took longer than `timeout`.
+    /// The reply's bytes once the call's step answered, or nil if that took longer than
+    /// `timeout` or the waiting request was cancelled.
     func reply(within timeout: Duration) async throws -> [UInt8]? {
-        let id = UUID()
-        return try await withCheckedThrowingContinuation { continuation in
-            let done = state.withLock { state -> Result<[UInt8], any Error>? in
-                switch state {
-                case .finished(let result): return result
-                case .running(var waiters):
-                    waiters[id] = continuation
-                    state = .running(waiters)
-                    return nil
-                }
-            }
-            if let done { return continuation.resume(with: done.map { Optional($0) }) }
-            Task {
-                try? await Task.sleep(for: timeout)
-                let expired = state.withLock { state -> CheckedContinuation<[UInt8]?, any Error>? in
-                    guard case .running(var waiters) = state, let waiter = waiters.removeValue(forKey: id) else { return nil }
-                    state = .running(waiters)
-                    return waiter
-                }
-                expired?.resume(returning: nil)
-            }
-        }
+        try await result.value(until: .now + timeout)?.get()
     }
 
-    func finish(_ result: Result<[UInt8], any Error>) {
-        let waiters = state.withLock { state -> [CheckedContinuation<[UInt8]?, any Error>] in
-            guard case .running(let waiters) = state else { return [] }
-            state = .finished(result)
-            return Array(waiters.values)
-        }
-        for waiter in waiters { waiter.resume(with: result.map { Optional($0) }) }
-    }
+    func finish(_ result: Result<[UInt8], any Error>) { self.result.finish(result) }
 }

@@ -276,16 +276,17 @@ private final class Service: Sendable {
     /// own, once at a time for the service, and a call waits for it only until its deadline or
     /// its cancellation.
     private let verdict = Mutex<(refusal: String?, until: ContinuousClock.Instant)?>(nil)
-    private let resolving = Mutex<Resolution?>(nil)
+    /// The lookup under way, if one is: its verdict is the refusal, or nil for allowed.
+    private let resolving = Mutex<SharedResult<String?>?>(nil)
 
     enum EgressVerdict { case allowed, refused(String), unresolved }
 
     private func egressRefusal(waitingUntil deadline: ContinuousClock.Instant) async -> EgressVerdict {
         if definition.isInternal { return .allowed }
         if let cached = verdict.withLock({ $0 }), cached.until > .now { return cached.refusal.map(EgressVerdict.refused) ?? .allowed }
-        let (resolution, start) = resolving.withLock { current -> (Resolution, Bool) in
+        let (resolution, start) = resolving.withLock { current -> (SharedResult<String?>, Bool) in
             if let current { return (current, false) }
-            let fresh = Resolution()
+            let fresh = SharedResult<String?>()
             current = fresh
             return (fresh, true)
         }
@@ -430,58 +431,6 @@ private final class Service: Sendable {
 
 extension Duration {
     var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
-}
-
-/// One resolution of a service's host, which every call that needs it meanwhile waits for:
-/// each until its own deadline, or its cancellation.
-final class Resolution: Sendable {
-    private struct State {
-        /// The verdict once known: the refusal, or nil for allowed.
-        var verdict: String??
-        var waiters: [Int: CheckedContinuation<String??, Never>] = [:]
-        var next = 0
-    }
-    private let state = Mutex(State())
-
-    /// The verdict (the refusal, or nil when allowed), or nil when it was not known by
-    /// `deadline` or the caller was cancelled.
-    func value(until deadline: ContinuousClock.Instant) async -> String?? {
-        let id = state.withLock { state -> Int in
-            state.next += 1
-            return state.next
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<String??, Never>) in
-                let known = state.withLock { state -> String??? in
-                    if let verdict = state.verdict { return .some(verdict) }
-                    state.waiters[id] = continuation
-                    return nil
-                }
-                if let known { return continuation.resume(returning: known) }
-                // Cancelled before the waiter was in the list: the handler found nothing to end.
-                if Task.isCancelled { return giveUp(id) }
-                Task { [weak self] in
-                    try? await Task.sleep(until: deadline)
-                    self?.giveUp(id)
-                }
-            }
-        } onCancel: {
-            giveUp(id)
-        }
-    }
-
-    func finish(_ refusal: String?) {
-        let waiters = state.withLock { state -> [CheckedContinuation<String??, Never>] in
-            state.verdict = .some(refusal)
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
-        }
-        for waiter in waiters { waiter.resume(returning: .some(refusal)) }
-    }
-
-    private func giveUp(_ id: Int) {
-        state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: nil)
-    }
 }
 
 /// Consecutive failures open the circuit for a while; then one probe call is let through, and
