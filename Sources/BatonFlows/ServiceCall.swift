@@ -48,20 +48,26 @@ public struct ServiceCallSpec: Sendable {
     /// rendered.
     public func render(_ scope: TemplateScope) -> ServiceRequest {
         var path = ""
+        var unsendable: String?
         for segment in self.path.segments {
             switch segment {
             case .literal(let text): path += text
             case .reference(let reference):
                 let value = scope.lookup(reference)?.interpolationText ?? ""
+                // An empty segment would call the resource above the one meant (`/v1/parcels/`
+                // for `/v1/parcels/{{params.code}}`): the call is refused instead.
+                if value.isEmpty, unsendable == nil { unsendable = "the path's {{\(reference.joined(separator: "."))}} is empty" }
                 path += value.addingPercentEncoding(withAllowedCharacters: Self.segmentCharacters) ?? ""
             }
         }
         // (Spelled out: JSONValue is ExpressibleByNilLiteral, so a bare `nil` here could become `.null`.)
         var body: JSONValue? = Optional.none
         if isWrite, let template = self.body { body = template.render(scope) }
-        return ServiceRequest(
+        var request = ServiceRequest(
             service: service, method: method, path: path, query: query.map { ($0.name, $0.value.render(scope)) }, body: body,
             timeout: timeout)
+        request.unsendable = unsendable
+        return request
     }
 
     /// RFC 3986 unreserved characters: everything else in a value is escaped, `/` and `.` too
@@ -89,6 +95,9 @@ public struct ServiceRequest: Sendable, Equatable {
     /// The most the whole call may take, every attempt and backoff included (the runtime keeps
     /// a call inside its request's deadline); nil: the service's worst case.
     public var budget: Duration?
+    /// Why the request cannot be sent as rendered (a path reference that is missing or empty);
+    /// the runtime answers such a call `refused` without sending it.
+    public var unsendable: String?
 
     public init(
         service: String, method: String, path: String, query: [(String, String)] = [], body: JSONValue? = nil,
@@ -105,7 +114,7 @@ public struct ServiceRequest: Sendable, Equatable {
 
     public static func == (a: ServiceRequest, b: ServiceRequest) -> Bool {
         a.service == b.service && a.method == b.method && a.path == b.path && a.body == b.body && a.timeout == b.timeout
-            && a.idempotencyKey == b.idempotencyKey && a.query.map(\.0) == b.query.map(\.0) && a.query.map(\.1) == b.query.map(\.1)
+            && a.idempotencyKey == b.idempotencyKey && a.unsendable == b.unsendable && a.query.map(\.0) == b.query.map(\.0) && a.query.map(\.1) == b.query.map(\.1)
     }
 
     /// The path with the query string, as logged and sent.
@@ -127,6 +136,7 @@ public struct ServiceRequest: Sendable, Equatable {
         if let body { object["body"] = body }
         if let timeout { object["timeoutMs"] = .int(Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)) }
         if let idempotencyKey { object["idempotencyKey"] = .string(idempotencyKey) }
+        if let unsendable { object["unsendable"] = .string(unsendable) }
         return .object(object)
     }
 
@@ -143,6 +153,7 @@ public struct ServiceRequest: Sendable, Equatable {
         self.init(
             service: service, method: method, path: path, query: query, body: object["body"],
             timeout: object["timeoutMs"]?.intValue.map { .milliseconds($0) }, idempotencyKey: object["idempotencyKey"]?.stringValue)
+        self.unsendable = object["unsendable"]?.stringValue
     }
 
     /// The idempotency key of a write made by `session` at `step` for `event`: the same for

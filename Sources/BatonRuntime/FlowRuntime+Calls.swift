@@ -154,6 +154,18 @@ extension FlowRuntime {
             calling: CallWork(session: session.id, calling: taken, command: command))
     }
 
+    /// Makes `request` to its service as `served` declares it. A request that cannot be sent as
+    /// rendered is `refused` without leaving.
+    func send(_ request: ServiceRequest, served: ServedFlows) async -> ServiceResult {
+        if let problem = request.unsendable {
+            logger.warning(
+                "a service call was refused before it left",
+                metadata: ["service": .string(request.service), "method": .string(request.method), "problem": .string(problem)])
+            return .failure(.refused)
+        }
+        return await services.call(request, service: served.bundle.service(request.service))
+    }
+
     /// Makes the call (no transaction open), then applies its result in a new one. The call gets
     /// what is left of the command's budget: calls made one after another in one command share
     /// it, and one with nothing left is a timeout without being sent.
@@ -161,8 +173,7 @@ extension FlowRuntime {
         var request = work.calling.request
         let budget = work.deadline.map { min(callBudget, $0 - .now) } ?? callBudget
         request.budget = budget
-        let result: ServiceResult =
-            budget > .zero ? await services.call(request, service: work.command.served.bundle.service(request.service)) : .failure(.timeout)
+        let result: ServiceResult = budget > .zero ? await send(request, served: work.command.served) : .failure(.timeout)
         return try await transaction(flow: work.command.claims.flow) { [self] db in
             try await apply(result, of: work, db: db)
         }

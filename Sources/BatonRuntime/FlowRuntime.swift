@@ -387,8 +387,7 @@ public final class FlowRuntime: Sendable {
         let requests = ScreenRendering.serviceRequests(template, parameters: parameters, subject: subject)
         return await withTaskGroup(of: (String, ServiceResult).self) { group in
             for (load, request) in requests {
-                let definition = served.bundle.service(request.service)
-                group.addTask { [services] in (load, await services.call(request, service: definition)) }
+                group.addTask { [self] in (load, await send(request, served: served)) }
             }
             var results: [String: ServiceResult] = [:]
             for await (load, result) in group { results[load] = result }

@@ -422,6 +422,49 @@ struct ServiceCallTests {
         await server.stop()
     }
 
+    @Test("a path reference that is missing or empty is refused before the call leaves (no call to the collection above it); a value is called")
+    func emptyPathReference() async throws {
+        let server = try await TrackingServer()
+        let lookup = """
+            flow: lookup
+            title: One lookup
+            auth: user
+            params:
+              code: { required: false }
+            start: look
+            states:
+              look:
+                call: { service: tracking, method: GET, path: "/v1/parcels/{{params.code}}" }
+                outcomes: { 2xx: shown, unavailable: refused }
+              refused:
+                error: { message: Not looked up. }
+              shown:
+                done: { message: Looked up. }
+            """
+        let environment = try await environment(server, files: ["lookup.yaml": lookup])
+        let runtime = try #require(environment.runtime)
+        let identity = ClientIdentity(user: "henk")
+        let profile = ClientProfile(contract: 3)
+        for parameters: JSONObject in [[:], ["code": .null], ["code": ""]] {
+            let payload = try runtime.mintStart(flow: "lookup", parameters: parameters, identity: identity, profile: profile)
+            let reply = try await runtime.execute(payload: payload, input: .none, identity: identity, profile: profile)
+            #expect(try JSONValue.parse(reply.body)["message"] == "Not looked up.", "\(parameters)")
+        }
+        #expect(server.requests.isEmpty, "\(server.requests)")
+        let payload = try runtime.mintStart(flow: "lookup", parameters: ["code": "3SDEMO0000001"], identity: identity, profile: profile)
+        let reply = try await runtime.execute(payload: payload, input: .none, identity: identity, profile: profile)
+        #expect(try JSONValue.parse(reply.body)["message"] == "Looked up.")
+        #expect(server.requests.count == 1)
+
+        let spec = ServiceCallSpec(
+            service: "tracking", method: "GET", path: try TemplateString(parsing: "/v1/parcels/{{params.code}}/events"),
+            location: SourceLocation(file: "x", line: 1, column: 1))
+        #expect(spec.render(TemplateScope(["params": [:]])).unsendable == "the path's {{params.code}} is empty")
+        #expect(spec.render(TemplateScope(["params": ["code": 0]])).unsendable == nil)
+        await environment.pool.close()
+        await server.stop()
+    }
+
     @Test("a deep link whose flow starts with a service call: a retry with the same Idempotency-Key gets the first answer, during the call and after it, and the service is called once")
     func deepLinkStartingWithACall() async throws {
         let server = try await TrackingServer()

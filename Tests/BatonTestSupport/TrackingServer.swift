@@ -79,6 +79,12 @@ public final class TrackingServer: Sendable {
             if let status = current.forceStatus { return Response(status: HTTPResponse.Status(code: status)) }
             return nil
         }
+        // The collection, as a real API has one: what a path with an empty code would reach.
+        router.get("/v1/parcels") { request, _ in
+            record(request, "/v1/parcels")
+            let body: JSONValue = ["parcels": .array(Self.parcels.sorted().map { .string($0) })]
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: JSONEncoding.encode(body))))
+        }
         router.get("/v1/parcels/:code") { request, context in
             let code = try context.parameters.require("code")
             record(request, "/v1/parcels/\(code)")
