@@ -2,14 +2,18 @@ import ArgumentParser
 import Foundation
 
 /// The flows directory, given the same way to every command that reads one:
-/// `--flows-dir DIR`, else `BATON_FLOWS_DIR`, else `Flows` (as `serve` reads it).
+/// `--flows-dir DIR`, else `BATON_FLOWS_DIR`, else `Flows` (as `serve` reads it). Commands that
+/// read a configuration (`--config`) take it from there, as `serve` does: the flag, then the
+/// variable, then the file's `baton.flows.dir`.
 struct FlowsDirectoryOption: ParsableArguments {
     @Option(help: "The flows directory (BATON_FLOWS_DIR, default Flows).")
     var flowsDir: String?
 
     /// The directory to use. `positional` is the directory some commands used to take as an
     /// argument: still honoured when `--flows-dir` is absent, with a note that it is going away.
-    func directory(positional: String? = nil, usage: String = "") -> String {
+    /// `configured` is the configuration's `baton.flows.dir`, which already holds the variable
+    /// and the default.
+    func directory(positional: String? = nil, usage: String = "", configured: String? = nil) -> String {
         if let positional {
             let replacement = usage.replacingOccurrences(of: "DIR", with: "--flows-dir \(positional)")
             if flowsDir != nil {
@@ -19,7 +23,7 @@ struct FlowsDirectoryOption: ParsableArguments {
                 return positional
             }
         }
-        return flowsDir ?? ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
+        return flowsDir ?? configured ?? ProcessInfo.processInfo.environment["BATON_FLOWS_DIR"] ?? "Flows"
     }
 }
 

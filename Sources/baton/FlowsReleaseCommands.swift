@@ -83,7 +83,10 @@ extension FlowsCommand {
 
         func run() async throws {
             if let ramp, !(1...100).contains(ramp) { fail("--ramp must be 1–100") }
-            let directory = flows.directory(positional: positionalDirectory, usage: "baton flows publish DIR")
+            let configuration: BatonConfiguration
+            do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
+            let directory = flows.directory(
+                positional: positionalDirectory, usage: "baton flows publish DIR", configured: configuration.flowsDirectory)
             let definitions = loadDefinitions(directory)
             let errors = definitions.diagnostics.filter { $0.severity == .error }
             guard errors.isEmpty, definitions.isServable else {
@@ -92,8 +95,6 @@ extension FlowsCommand {
             }
             let files: ReleaseFiles
             do { files = try ReleaseFiles.read(directory: URL(fileURLWithPath: directory)) } catch { fail("\(error)") }
-            let configuration: BatonConfiguration
-            do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
             let logger = bootstrapLogging(configuration)
             let ok = await Database.withPool(configuration, logger: logger) { pool in
                 let state = try await pool.withTransaction { [message, ramp] in
@@ -151,12 +152,14 @@ extension FlowsCommand {
             if let last = rest.last, FileManager.default.fileExists(atPath: last, isDirectory: &isDirectory), isDirectory.boolValue {
                 positional = rest.removeLast()
             }
-            let flowsDir = flows.directory(positional: positional, usage: "baton flows diff \(rest.first.map { "\($0) " } ?? "")DIR")
+            let configuration: BatonConfiguration
+            do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
+            let flowsDir = flows.directory(
+                positional: positional, usage: "baton flows diff \(rest.first.map { "\($0) " } ?? "")DIR",
+                configured: configuration.flowsDirectory)
             let release = rest.first
             let files: ReleaseFiles
             do { files = try ReleaseFiles.read(directory: URL(fileURLWithPath: flowsDir)) } catch { fail("\(error)") }
-            let configuration: BatonConfiguration
-            do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
             let logger = bootstrapLogging(configuration)
             let old = await Database.withPool(configuration, logger: logger) { [release] pool in
                 try await pool.withConnection { db -> ReleaseFiles in

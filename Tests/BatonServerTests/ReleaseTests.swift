@@ -547,6 +547,36 @@ extension ReleaseTests {
 }
 
 extension ReleaseTests {
+    // Run from a checkout, `publish --config prod.yaml` used to publish ./Flows, not the
+    // directory the file names, as serve would read it.
+    @Test("flows publish and diff read the flows directory the --config file names, as serve does; --flows-dir still wins")
+    func flowsDirectoryFromTheConfigFile() async throws {
+        let conninfo = try await TestDatabase.make(migrated: true)
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("config-flows-\(UUID().uuidString.prefix(8))")
+        let named = root.appendingPathComponent("named/Flows")
+        try FileManager.default.createDirectory(at: named.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: Self.flows, to: named)
+        let home = named.appendingPathComponent("screens/home.yaml")
+        try String(contentsOf: home, encoding: .utf8).replacingOccurrences(of: "title: Welcome,", with: "title: Named,")
+            .write(to: home, atomically: true, encoding: .utf8)
+        let config = root.appendingPathComponent("prod.yaml")
+        try "baton:\n  flows:\n    dir: \"\(named.path)\"\n".write(to: config, atomically: true, encoding: .utf8)
+
+        let (published, output) = try await baton(["flows", "publish", "--config", config.path, "--wait", "0"], conninfo: conninfo)
+        #expect(published == 0, "\(output)")
+        let expected = try ReleaseFiles.read(directory: named).id
+        #expect(output.contains("release \(expected.prefix(12)) is current"), "\(output)")
+        #expect(try await pool.withConnection { try await ReleaseStore.state($0).current } == expected)
+        let (_, unchanged) = try await baton(["flows", "diff", "--config", config.path], conninfo: conninfo)
+        #expect(unchanged.contains("no changes"), "\(unchanged)")
+        let (_, against) = try await baton(["flows", "diff", "--config", config.path, "--flows-dir", Self.flows.path], conninfo: conninfo)
+        #expect(against.contains("changed screens/home.yaml"), "\(against)")
+        await pool.close()
+    }
+}
+
+extension ReleaseTests {
     @Test("serve --watch reloads edited files within seconds; a change that does not lint is refused and the previous bundle stays")
     func watchFiles() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("watch-\(UUID().uuidString.prefix(8))/Flows")
