@@ -65,23 +65,40 @@ struct Database {
         return Database(conninfo: conninfo, embedded: cluster)
     }
 
+    /// How long a command's statements may take.
+    enum Work {
+        /// Migrations, seeding, reports: work that may legitimately run long, with no server-side
+        /// statement or lock timeout and an hour per call.
+        case administrative
+        /// A few rows read or changed (the release commands): the limits `serve` has
+        /// (`DATABASE_TIMEOUT`, `DATABASE_STATEMENT_TIMEOUT`, `DATABASE_LOCK_TIMEOUT`), so a lock
+        /// held elsewhere or a silent database is an error in seconds, not an hour's silence.
+        case brief
+    }
+
     /// For one-shot commands: opens the database, runs `body` with a one-connection pool, then
     /// closes the pool and stops an embedded cluster this process started. A failure (of
     /// opening or of `body`) is printed after the cleanup and exits non-zero.
     static func withPool<R>(
-        _ configuration: BatonConfiguration, logger: Logger, _ body: (PostgresPool) async throws -> R
+        _ configuration: BatonConfiguration, logger: Logger, work: Work = .administrative, _ body: (PostgresPool) async throws -> R
     ) async -> R {
         let database: Database
         do { database = try open(configuration, logger: logger) } catch { fail(error) }
-        // migrate, seed, report and flows publish: administrative work that may run long.
-        let pool = PostgresPool(configuration: .administrative(conninfo: database.conninfo))
+        var settings: PostgresPool.Configuration
+        switch work {
+        case .administrative: settings = .administrative(conninfo: database.conninfo)
+        case .brief:
+            settings = configuration.poolConfiguration(conninfo: database.conninfo)
+            settings.maxConnections = 1
+        }
+        let pool = PostgresPool(configuration: settings)
         let outcome: Result<R, any Error>
         do { outcome = .success(try await body(pool)) } catch { outcome = .failure(error) }
         await pool.close()
         try? database.embedded?.stop()
         switch outcome {
         case .success(let value): return value
-        case .failure(let error): fail(error)
+        case .failure(let error): fail(error, limits: configuration)
         }
     }
 }
@@ -108,9 +125,29 @@ func fail(_ message: String) -> Never {
 
 /// As ``fail(_:)-(String)``, with an error worded for the operator where its own text names a
 /// type: a database that cannot be reached says so, then libpq's reason.
-func fail(_ error: any Error) -> Never {
-    if let error = error as? PostgresError, error.code == .connectionFailed {
-        fail("cannot connect to the database: \(error.message)")
+func fail(_ error: any Error, limits configuration: BatonConfiguration? = nil) -> Never {
+    if let error = error as? PostgresError {
+        if error.code == .connectionFailed { fail("cannot connect to the database: \(error.message)") }
+        if let configuration {
+            let nothing = "nothing was changed"
+            if error.sqlState == SQLState.lockNotAvailable {
+                fail(
+                    "waited \(seconds(configuration.lockTimeout)) for a lock another session holds (DATABASE_LOCK_TIMEOUT): "
+                        + "another publish, promote or rollback may be running, or a transaction was left open; \(nothing)")
+            }
+            if error.sqlState == SQLState.queryCanceled {
+                fail("a statement ran longer than \(seconds(configuration.statementTimeout)) (DATABASE_STATEMENT_TIMEOUT); \(nothing)")
+            }
+            if error.code == .timedOut {
+                fail("the database did not answer within \(seconds(configuration.databaseTimeout)) (DATABASE_TIMEOUT): \(error.message)")
+            }
+        }
     }
     fail("\(error)")
+}
+
+/// `3s`, `1.5s`: a configured duration as a person writes it.
+private func seconds(_ duration: Duration) -> String {
+    let value = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    return value == value.rounded() ? "\(Int(value))s" : "\(value)s"
 }

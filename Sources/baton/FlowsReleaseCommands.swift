@@ -48,7 +48,7 @@ private func changeRelease(
     let configuration: BatonConfiguration
     do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
     let logger = bootstrapLogging(configuration)
-    let ok = await Database.withPool(configuration, logger: logger) { pool in
+    let ok = await Database.withPool(configuration, logger: logger, work: .brief) { pool in
         let state = try await pool.withTransaction(change)
         print("\(describe(state)) (state v\(state.version))")
         return try await awaitReports(pool, version: state.version, timeout: wait)
@@ -96,7 +96,7 @@ extension FlowsCommand {
             let files: ReleaseFiles
             do { files = try ReleaseFiles.read(directory: URL(fileURLWithPath: directory)) } catch { fail("\(error)") }
             let logger = bootstrapLogging(configuration)
-            let ok = await Database.withPool(configuration, logger: logger) { pool in
+            let ok = await Database.withPool(configuration, logger: logger, work: .brief) { pool in
                 let state = try await pool.withTransaction { [message, ramp] in
                     try await ReleaseStore.publish($0, files, message: message, actor: actor(), rampPercent: ramp)
                 }
@@ -121,7 +121,7 @@ extension FlowsCommand {
             let configuration: BatonConfiguration
             do { configuration = try await common.loadConfiguration() } catch { fail("\(error)") }
             let logger = bootstrapLogging(configuration)
-            let releases = await Database.withPool(configuration, logger: logger) { pool in
+            let releases = await Database.withPool(configuration, logger: logger, work: .brief) { pool in
                 try await pool.withConnection { try await ReleaseStore.list($0) }
             }
             if releases.isEmpty { print("no releases: replicas serve the flows directory") }
@@ -161,7 +161,7 @@ extension FlowsCommand {
             let files: ReleaseFiles
             do { files = try ReleaseFiles.read(directory: URL(fileURLWithPath: flowsDir)) } catch { fail("\(error)") }
             let logger = bootstrapLogging(configuration)
-            let old = await Database.withPool(configuration, logger: logger) { [release] pool in
+            let old = await Database.withPool(configuration, logger: logger, work: .brief) { [release] pool in
                 try await pool.withConnection { db -> ReleaseFiles in
                     let id: String
                     if let release { id = try await ReleaseStore.resolve(db, release) } else {

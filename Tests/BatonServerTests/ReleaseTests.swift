@@ -484,8 +484,9 @@ struct ReleaseTests {
 
 extension ReleaseTests {
     /// Runs `baton <arguments>` against `conninfo`; returns its exit status and output.
-    func baton(_ arguments: [String], conninfo: String) async throws -> (Int32, String) {
-        let process = try BatonProcess(arguments: arguments, environment: ["DATABASE_URL": conninfo, "LOG_LEVEL": "error"])
+    func baton(_ arguments: [String], conninfo: String, environment: [String: String] = [:]) async throws -> (Int32, String) {
+        let process = try BatonProcess(
+            arguments: arguments, environment: ["DATABASE_URL": conninfo, "LOG_LEVEL": "error"].merging(environment) { $1 })
         let status = try await process.stop(signal: 0, timeout: .seconds(60))
         return (status, process.log)
     }
@@ -547,6 +548,34 @@ extension ReleaseTests {
 }
 
 extension ReleaseTests {
+    // The release commands used an administrative pool: no lock timeout, an hour per call. Behind
+    // a transaction left open on the release state they sat silent until it ended.
+    @Test("flows publish, promote and rollback behind a lock held on the release state end with a clear error after the lock timeout; nothing changes")
+    func releaseCommandsBehindALock() async throws {
+        let conninfo = try await TestDatabase.make(migrated: true)
+        let holder = PostgresPool(configuration: .administrative(conninfo: conninfo))
+        let held = Mutex(false)
+        let release = Mutex(false)
+        let holding = Task {
+            try await holder.withTransaction { db in
+                _ = try await db.query("SELECT 1 FROM flow_release_state FOR UPDATE")
+                held.withLock { $0 = true }
+                // Held for longer than the commands may wait, and released in the end either way.
+                for _ in 0..<300 where !release.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(100)) }
+            }
+        }
+        _ = try await within(.seconds(10)) { held.withLock { $0 } }
+        for arguments in [["flows", "publish", "--flows-dir", Self.flows.path], ["flows", "rollback"], ["flows", "promote"]] {
+            let (code, said) = try await baton(arguments + ["--wait", "0"], conninfo: conninfo, environment: ["DATABASE_LOCK_TIMEOUT": "1"])
+            #expect(code == 1, "\(arguments): \(said)")
+            #expect(said.contains("waited 1s for a lock") && said.contains("DATABASE_LOCK_TIMEOUT"), "\(said)")
+        }
+        release.withLock { $0 = true }
+        try await holding.value
+        #expect(try await holder.query("SELECT count(*) FROM flow_releases")[0].decode(Int.self, at: 0) == 0)
+        await holder.close()
+    }
+
     // Run from a checkout, `publish --config prod.yaml` used to publish ./Flows, not the
     // directory the file names, as serve would read it.
     @Test("flows publish and diff read the flows directory the --config file names, as serve does; --flows-dir still wins")
