@@ -445,9 +445,15 @@ final class StudioGraphs: Sendable {
         return .success(svg)
     }
 
+    /// A tool that exits before reading all its input (a `dot` that failed) breaks the pipe the
+    /// writer is writing to. By default that raises SIGPIPE, which ends the process, the server
+    /// with it: it is ignored instead, once for the process, and the write fails with EPIPE.
+    private static let brokenPipesIgnored: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
     /// Runs a short-lived tool on a thread of its own (it blocks while it waits).
     static func run(_ executable: String, _ arguments: [String], input: [UInt8]) async -> (status: Int32, output: String) {
-        await withCheckedContinuation { continuation in
+        _ = brokenPipesIgnored
+        return await withCheckedContinuation { continuation in
             let thread = Thread {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: executable)
@@ -462,7 +468,8 @@ final class StudioGraphs: Sendable {
                     return
                 }
                 let writer = Thread {
-                    stdin.fileHandleForWriting.write(Data(input))
+                    // The throwing write: the other one traps on EPIPE.
+                    try? stdin.fileHandleForWriting.write(contentsOf: input)
                     try? stdin.fileHandleForWriting.close()
                 }
                 writer.start()
