@@ -417,6 +417,17 @@ final class StudioGraphs: Sendable {
     }
 
     private let cache = Mutex<[String: String]>([:])
+    /// Drawings under way: requests for the same graph meanwhile wait for the one `dot`.
+    private let drawing = Mutex<[String: SharedResult<Result<String, Problem>>]>([:])
+
+    /// How long `dot` may take before it is killed (a huge or pathological graph).
+    static let dotTimeout: Duration = .seconds(10)
+    /// Where `dot` is, looked up at each drawing (installing Graphviz needs no restart).
+    private let locate: @Sendable () -> String?
+
+    init(locate: @escaping @Sendable () -> String? = { StudioGraphs.dotExecutable }) {
+        self.locate = locate
+    }
 
     static var dotExecutable: String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
@@ -430,19 +441,34 @@ final class StudioGraphs: Sendable {
     func svg(flow: String, hash: String, dot: String) async -> Result<String, Problem> {
         let key = flow + "@" + hash
         if let svg = cache.withLock({ $0[key] }) { return .success(svg) }
-        guard let executable = Self.dotExecutable else {
+        guard let executable = locate() else {
             return .failure(
                 Problem(
                     description: "Graphviz is not installed (no `dot` on PATH): showing the Mermaid text instead. "
                         + "scripts/bootstrap.sh --test installs it."))
         }
-        let result = await Self.run(executable, ["-Tsvg"], input: Array(dot.utf8))
-        guard result.status == 0, let start = result.output.range(of: "<svg") else {
-            return .failure(Problem(description: "dot failed (status \(result.status)): \(result.output.prefix(300))"))
+        let (shared, draws) = drawing.withLock { drawing -> (SharedResult<Result<String, Problem>>, Bool) in
+            if let running = drawing[key] { return (running, false) }
+            let fresh = SharedResult<Result<String, Problem>>()
+            drawing[key] = fresh
+            return (fresh, true)
         }
-        let svg = String(result.output[start.lowerBound...])
-        cache.withLock { $0[key] = svg }
-        return .success(svg)
+        guard draws else {
+            return await shared.value(until: .now + Self.dotTimeout + .seconds(1))
+                ?? .failure(Problem(description: "dot is still drawing this graph; try again"))
+        }
+        let result = await Self.run(executable, ["-Tsvg"], input: Array(dot.utf8), timeout: Self.dotTimeout)
+        let drawn: Result<String, Problem>
+        if result.status == 0, let start = result.output.range(of: "<svg") {
+            let svg = String(result.output[start.lowerBound...])
+            cache.withLock { $0[key] = svg }
+            drawn = .success(svg)
+        } else {
+            drawn = .failure(Problem(description: "dot failed (status \(result.status)): \(result.output.prefix(300))"))
+        }
+        drawing.withLock { _ = $0.removeValue(forKey: key) }
+        shared.finish(drawn)
+        return drawn
     }
 
     /// A tool that exits before reading all its input (a `dot` that failed) breaks the pipe the
@@ -450,8 +476,9 @@ final class StudioGraphs: Sendable {
     /// with it: it is ignored instead, once for the process, and the write fails with EPIPE.
     private static let brokenPipesIgnored: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
-    /// Runs a short-lived tool on a thread of its own (it blocks while it waits).
-    static func run(_ executable: String, _ arguments: [String], input: [UInt8]) async -> (status: Int32, output: String) {
+    /// Runs a short-lived tool on a thread of its own (it blocks while it waits); one still
+    /// running after `timeout` is killed.
+    static func run(_ executable: String, _ arguments: [String], input: [UInt8], timeout: Duration) async -> (status: Int32, output: String) {
         _ = brokenPipesIgnored
         return await withCheckedContinuation { continuation in
             let thread = Thread {
@@ -473,13 +500,27 @@ final class StudioGraphs: Sendable {
                     try? stdin.fileHandleForWriting.close()
                 }
                 writer.start()
+                let pid = process.processIdentifier
+                let exited = ExitFlag()
+                let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
+                    exited.unlessSet { kill(pid, SIGKILL) }
+                }
                 let output = stdout.fileHandleForReading.readDataToEndOfFile()
                 process.waitUntilExit()
+                exited.set()
                 continuation.resume(returning: (process.terminationStatus, String(decoding: output, as: UTF8.self)))
             }
             thread.start()
         }
     }
+}
+
+/// Whether a tool has exited, for the timer that would kill it.
+private final class ExitFlag: Sendable {
+    private let exited = Mutex(false)
+    func set() { exited.withLock { $0 = true } }
+    func unlessSet(_ action: () -> Void) { exited.withLock { if !$0 { action() } } }
 }
 
 extension HTTPField.Name {
