@@ -77,7 +77,10 @@ enum Fixtures {
             CallSignature(name: "colours.order", arguments: [ArgumentSpec("colour")], outcomes: ["ordered", "failed"]),
         ],
         guards: [CallSignature(name: "colours.available", arguments: [ArgumentSpec("id")])],
-        loaders: [CallSignature(name: "colours.list", returnsList: true), CallSignature(name: "notes.mine", returnsList: true)])
+        loaders: [
+            CallSignature(name: "colours.list", returnsList: true), CallSignature(name: "notes.mine", returnsList: true),
+            CallSignature(name: "notes.search", arguments: [ArgumentSpec("q", required: false)], returnsList: true),
+        ])
 
     static let bundle = FlowBundle.load(directory: root.appendingPathComponent("Tests/Fixtures/flows"), catalog: catalog)
 
