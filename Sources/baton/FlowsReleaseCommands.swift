@@ -73,7 +73,7 @@ extension FlowsCommand {
         @Option(help: "Why: shown by `baton flows releases` and on the dashboard.")
         var message: String = ""
 
-        @Option(help: "Start only this percentage (1–99) of new sessions of the changed flows on the new release.")
+        @Option(help: "Start only this percentage (1–100; 100 is a plain publish) of new sessions of the changed flows on the new release.")
         var ramp: Int?
 
         @Option(help: "Seconds to wait for replicas to report the new release (0: do not wait).")

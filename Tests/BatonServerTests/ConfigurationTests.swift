@@ -94,9 +94,13 @@ struct ConfigurationTests {
         #expect(level?.description.contains("LOG_LEVEL") == true)
         let format = #expect(throws: BatonConfiguration.Error.self) { try configuration(["log.format": "xml"]) }
         #expect(format?.description.contains("json or logfmt") == true)
-        #expect(throws: BatonConfiguration.Error.self) { try configuration(["http.port": 70000]) }
-        #expect(throws: BatonConfiguration.Error.self) { try configuration(["database.pool.size": 0]) }
-        #expect(throws: BatonConfiguration.Error.self) { try configuration(["http.body.limit": 10]) }
+        // Each names its key and its variable, as docs/operations.md promises.
+        for (key, value, variable) in [
+            ("http.port", 70000, "HTTP_PORT"), ("database.pool.size", 0, "DATABASE_POOL_SIZE"), ("http.body.limit", 10, "HTTP_BODY_LIMIT"),
+        ] {
+            let refused = #expect(throws: BatonConfiguration.Error.self) { try configuration([AbsoluteConfigKey(key.split(separator: ".").map(String.init)): .init(integerLiteral: value)]) }
+            #expect(refused?.description.contains("\(key) (\(variable))") == true, "\(refused?.description ?? "")")
+        }
         // An idle timeout within the request's deadline would close a stalled upload before its 408.
         let idle = #expect(throws: BatonConfiguration.Error.self) { try configuration(["http.idle.timeout": 10.0]) }
         #expect(idle?.description.contains("http.request.timeout") == true)

@@ -247,8 +247,8 @@ public struct BatonConfiguration: Sendable {
                     + "it needs http.host 127.0.0.1, ::1 or localhost, got \(httpHost) (use BATON_STUDIO=true)")
         }
         guard (1...65535).contains(httpPort) else { throw Error(description: "http.port (HTTP_PORT) must be 1–65535; got \(httpPort)") }
-        guard (1...1000).contains(poolSize) else { throw Error(description: "database.pool.size must be 1–1000; got \(poolSize)") }
-        guard bodyLimit >= 1024 else { throw Error(description: "http.body.limit must be at least 1024 bytes; got \(bodyLimit)") }
+        guard (1...1000).contains(poolSize) else { throw Error(description: "database.pool.size (DATABASE_POOL_SIZE) must be 1–1000; got \(poolSize)") }
+        guard bodyLimit >= 1024 else { throw Error(description: "http.body.limit (HTTP_BODY_LIMIT) must be at least 1024 bytes; got \(bodyLimit)") }
     }
 
     /// The layered reader `baton` uses: command-line values, then the environment, then the
