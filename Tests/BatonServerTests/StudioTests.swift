@@ -141,6 +141,11 @@ struct StudioTests {
             #expect(String(buffer: page.body).contains("baton-render.js"))
             #expect(try await client.execute(uri: "/studio/renderer/baton-render.js", method: .get).status == .ok)
             #expect(try await client.execute(uri: "/studio/..%2FPackage.swift", method: .get).status == .notFound)
+            // A missing file, asked for by anyone: where the server keeps its files is not theirs to know.
+            let missing = try await client.execute(uri: "/studio/missing.js", method: .get)
+            #expect(missing.status == .notFound)
+            #expect(!String(buffer: missing.body).contains(TestDatabase.repositoryRoot.path), "\(String(buffer: missing.body))")
+            #expect(String(buffer: missing.body).contains("BATON_STUDIO_DIR"))
             #expect(try await client.execute(uri: "/studio/api/config", method: .get).status == .unauthorized)
             #expect(try await client.execute(uri: "/studio/api/config", method: .get, headers: [.authorization: plain]).status == .forbidden)
             let config = try await client.execute(uri: "/studio/api/config", method: .get, headers: [.authorization: studio])

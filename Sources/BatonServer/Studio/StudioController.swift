@@ -158,7 +158,10 @@ struct StudioController: Sendable {
             let type = Self.contentTypes[String(parts.last!.split(separator: ".").last ?? "")]
         else { throw APIError.notFound("no such studio file") }
         guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path) else {
-            throw APIError.notFound("no studio file \(name) in \(directory.path) (BATON_STUDIO_DIR)")
+            // The directory is named on a development machine only: to anyone else, where the
+            // server keeps its files is not theirs to know (the page needs no token).
+            let place = mode == .development ? "in \(directory.path) " : ""
+            throw APIError.notFound("no studio file \(name) \(place)(BATON_STUDIO_DIR)")
         }
         var headers: HTTPFields = [.contentType: type, .cacheControl: "no-cache", .init("X-Content-Type-Options")!: "nosniff"]
         if name.hasSuffix(".html") {
