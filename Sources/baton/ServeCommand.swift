@@ -109,7 +109,7 @@ struct ServeCommand: AsyncParsableCommand {
         if configuration.development, bundle.services["tracking"] != nil, configuration.serviceSetting("baton.service.tracking.url") == nil {
             configuration.demoTracking = true
             let configured = configuration.serviceSetting
-            let demo = "http://127.0.0.1:\(configuration.httpPort)\(DemoTrackingController.prefix)"
+            let demo = DemoTrackingController.url(host: configuration.httpHost, port: configuration.httpPort)
             configuration.serviceSetting = { key in key == "baton.service.tracking.url" ? demo : configured(key) }
             logger.notice("serving the demo tracking API for the tracking service", metadata: ["url": .string(demo)])
         }

@@ -950,6 +950,18 @@ extension ServiceCallTests {
         await server.stop()
     }
 
+    // `serve --dev --host ::1` used to point the demo at 127.0.0.1, where nothing listened.
+    @Test("the demo tracking API is called where the server listens: IPv6 in brackets, a wildcard or localhost on 127.0.0.1")
+    func demoTrackingURL() {
+        let cases = [
+            ("127.0.0.1", "127.0.0.1"), ("0.0.0.0", "127.0.0.1"), ("localhost", "127.0.0.1"), ("::1", "[::1]"), ("::", "[::1]"),
+            ("192.168.1.20", "192.168.1.20"), ("fd00::7", "[fd00::7]"),
+        ]
+        for (host, reached) in cases {
+            #expect(DemoTrackingController.url(host: host, port: 8080) == "http://\(reached):8080/demo/tracking", "\(host)")
+        }
+    }
+
     @Test("the demo tracking API answers parcels from the demo shipments and redirects once per parcel, by Idempotency-Key")
     func demoTracking() async throws {
         let environment = try await TestApplication.environment(

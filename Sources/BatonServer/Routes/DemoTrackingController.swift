@@ -17,6 +17,18 @@ public struct DemoTrackingController: Sendable {
 
     public static let prefix = "/demo/tracking"
 
+    /// The demo's base URL on this server, bound to `host`: a wildcard or `localhost` is reached
+    /// on 127.0.0.1, an IPv6 address in brackets, any other address as it is.
+    public static func url(host: String, port: Int) -> String {
+        let reachable: String
+        switch host {
+        case "0.0.0.0", "localhost", "": reachable = "127.0.0.1"
+        case "::": reachable = "[::1]"
+        default: reachable = host.contains(":") ? "[\(host)]" : host
+        }
+        return "http://\(reachable):\(port)\(prefix)"
+    }
+
     func register(on router: Router<BatonRequestContext>, catalog: RouteCatalog) {
         router.on(.get, "\(Self.prefix)/v1/parcels/:code", catalog: catalog) { _, context in
             let code = try context.parameters.require("code")
