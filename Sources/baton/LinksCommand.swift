@@ -14,7 +14,7 @@ struct LinksCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "check",
             abstract: "Explain whether a URL opens a flow or screen (and as an openUrl target), and which rule decides.",
-            discussion: "Exit status 0 when the link is allowed as a deep link, 1 when it is rejected."
+            discussion: "Exit status 0 when the link is allowed as a deep link, 1 when it is rejected, 2 when the allowlist does not load."
         )
 
         @Argument(help: "The URL, quoted.")
@@ -30,7 +30,11 @@ struct LinksCommand: AsyncParsableCommand {
             let directory = URL(fileURLWithPath: flowsDir).standardizedFileURL
             let (allowlist, diagnostics) = DeepLinkAllowlist.load(directory: directory)
             diagnostics.forEach { print($0) }
-            guard let allowlist else { fail("the allowlist in \(flowsDir)/deeplinks.yaml does not load") }
+            guard let allowlist else {
+                // 2, not 1: a script tells a broken allowlist from a rejected link.
+                FileHandle.standardError.write(Data("error: the allowlist in \(flowsDir)/deeplinks.yaml does not load\n".utf8))
+                throw ExitCode(2)
+            }
             let explanation = allowlist.explain(url, platform: platform)
             print(explanation)
             if !explanation.decision.isAllowed { throw ExitCode(1) }

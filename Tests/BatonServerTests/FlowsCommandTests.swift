@@ -131,3 +131,23 @@ struct FlowsCommandTests {
         #expect(missing.output.contains("no flow 'nope'"))
     }
 }
+
+extension FlowsCommandTests {
+    // docs/deeplinks.md promised 2 for an allowlist that does not load; it was 1, the same as a
+    // rejected link, so a script could not tell a broken allowlist from a refused URL.
+    @Test("links check exits 0 for an allowed link, 1 for a rejected one, 2 when the allowlist does not load")
+    func linksCheckExitStatus() async throws {
+        let flows = TestDatabase.repositoryRoot.appendingPathComponent("Flows").path
+        let allowed = try await baton(["links", "check", "https://app.example.com/scan-and-go?location=UT-0001", "--flows-dir", flows])
+        #expect(allowed.status == 0, "\(allowed.output)")
+        let rejected = try await baton(["links", "check", "https://app.example.com@evil.example/", "--flows-dir", flows])
+        #expect(rejected.status == 1, "\(rejected.output)")
+        let broken = FileManager.default.temporaryDirectory.appendingPathComponent("links-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: broken, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: broken) }
+        try "hosts: [\n".write(to: broken.appendingPathComponent("deeplinks.yaml"), atomically: true, encoding: .utf8)
+        let unloadable = try await baton(["links", "check", "https://app.example.com/", "--flows-dir", broken.path])
+        #expect(unloadable.status == 2, "\(unloadable.output)")
+        #expect(unloadable.output.contains("does not load"), "\(unloadable.output)")
+    }
+}
