@@ -70,7 +70,8 @@ public final class FlowRuntime: Sendable {
     /// What is being served: swapped whole by a release, read once per request, so a request
     /// that started on one release finishes on it.
     private let served: Mutex<ServedFlows>
-    /// Engines for older definitions that running sessions still use, loaded on demand.
+    /// The engines of the served definitions, and of older ones that sessions have needed since
+    /// the release was served (loaded on demand); see ``pin(_:)``.
     private let pinned = Mutex<[String: FlowEngine]>([:])
     /// Makes the service calls of `call:` transitions.
     let services: any ServiceCaller
@@ -135,15 +136,24 @@ public final class FlowRuntime: Sendable {
     ) async throws {
         let next = ServedFlows(bundle: bundle, fitter: fitter, release: release, ramp: ramp, screenCacheBytes: screenCacheBytes)
         try await store(next)
-        pin(next)
-        served.withLock { $0 = next }
+        served.withLock { current in
+            current = next
+            pin(next)
+        }
     }
 
+    /// The definitions whose engines are kept now (for tests).
+    var keptEngineHashes: Set<String> { pinned.withLock { Set($0.keys) } }
+
+    /// Keeps the engines of the definitions `served` holds, and only those. An engine of an
+    /// older definition is made again from `flow_definitions` when a session needs it: with the
+    /// screens served now (screens switch with a release, for every session), and without the
+    /// cache growing with every release the process has served.
     private func pin(_ served: ServedFlows) {
-        pinned.withLock { cache in
-            for engine in served.current.values { cache[engine.flow.hash] = engine }
-            for engine in served.ramp?.engines.values ?? [:].values { cache[engine.flow.hash] = engine }
-        }
+        var engines: [String: FlowEngine] = [:]
+        for engine in served.current.values { engines[engine.flow.hash] = engine }
+        for engine in served.ramp?.engines.values ?? [:].values { engines[engine.flow.hash] = engine }
+        pinned.withLock { $0 = engines }
     }
 
     /// Stores the served definitions by hash, so sessions can always find the rules they
@@ -714,7 +724,12 @@ public final class FlowRuntime: Sendable {
             throw FlowEngineError(kind: .definition, message: "stored definition \(hash.prefix(12)) of '\(stored.flow)' no longer loads")
         }
         let engine = FlowEngine(flow: flow, screens: served.bundle.screens)
-        pinned.withLock { $0[hash] = engine }
+        // Kept only if made with the screens served now: a request still on the release before
+        // must not leave its screens behind once the next one is served.
+        // (Under the served lock, as in `serve`: a release cannot come between check and store.)
+        self.served.withLock { current in
+            if current === served { pinned.withLock { $0[hash] = engine } }
+        }
         return engine
     }
 

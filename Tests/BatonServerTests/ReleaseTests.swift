@@ -2,7 +2,7 @@ import BatonBuiltinFlows
 import BatonFlows
 import BatonJSON
 import BatonPostgres
-import BatonRuntime
+@testable import BatonRuntime
 import BatonScenarios
 import BatonServer
 import BatonTestSupport
@@ -223,6 +223,72 @@ struct ReleaseTests {
             try await a.pool.query("UPDATE flow_sessions SET status = 'completed' WHERE flow = 'peek'")
             _ = try await publish(a.pool, without)
             _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome B" }
+        }
+    }
+
+    // A session keeps its flow's rules, but screens switch with the release, for every session:
+    // that is what the publish check for dropped templates assumes. The engine of a definition
+    // no longer served kept the screens it was made with, for as long as the process ran.
+    @Test("a session on a definition a release replaced shows the templates served now; old engines are not kept past the release")
+    func oldDefinitionsShowTheServedScreens() async throws {
+        let (a, _) = try await replicas()
+        let peekFlow = """
+            flow: peek
+            title: Peek
+            auth: user
+            start: ask
+            states:
+              ask:
+                input: { title: Anything }
+                on: { submit: detail, cancel: gone }
+              detail:
+                screen: { presentation: push, template: peek-detail }
+                on: { close: gone }
+              gone:
+                done: {}
+            """
+        @Sendable func template(_ text: String) -> String {
+            """
+            screen: peek-detail
+            title: Peek
+            content:
+              id: peek-detail
+              title: Peek
+              sections:
+                - id: main
+                  components:
+                    - { type: text, id: text, text: \(text) }
+                    - { type: button, id: close, title: Close, action: { type: command, event: close } }
+            """
+        }
+        _ = try await publish(a.pool, try files(welcome: "Welcome A") {
+            $0["peek.yaml"] = peekFlow
+            $0["screens/peek-detail.yaml"] = template("Peek A.")
+        })
+        try await buildApplication(a).test(.router) { client in
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome A" }
+            let user = try await userHeaders("rita")
+            let runtime = try #require(a.runtime)
+            let payload = try runtime.mintStart(flow: "peek", parameters: [:], identity: ClientIdentity(user: "rita"), profile: ClientProfile(contract: 3))
+            let ask = try await client.command(payload, headers: user).json
+            // B changes the flow (a new definition) and the template's text.
+            _ = try await publish(a.pool, try files(welcome: "Welcome B") {
+                $0["peek.yaml"] = peekFlow.replacingOccurrences(of: "title: Anything }", with: "title: Anything at all }")
+                $0["screens/peek-detail.yaml"] = template("Peek B.")
+            })
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome B" }
+            let detail = try await client.command(try #require(ask.payload("submit")), input: ["text": "x"], headers: user)
+            #expect(detail.text.contains("Peek B.") && !detail.text.contains("Peek A."), "\(detail.text)")
+            // C changes the flow again: neither A's definition, which the session needed, nor B's
+            // is kept past it (they are read again from flow_definitions when a session needs them).
+            _ = try await publish(a.pool, try files(welcome: "Welcome C") {
+                $0["peek.yaml"] = peekFlow.replacingOccurrences(of: "title: Anything }", with: "title: Anything else }")
+                $0["screens/peek-detail.yaml"] = template("Peek C.")
+            })
+            _ = try await within(.seconds(5)) { try await welcome(client) == "Welcome C" }
+            #expect(runtime.keptEngineHashes == Set(runtime.bundle.flows.values.map(\.hash)))
+            let close = try await client.command(try #require(ScenarioRunner.payload(titled: "Close", in: detail.json)), headers: user)
+            #expect(close.json["type"] == "done", "\(close.text)")
         }
     }
 
