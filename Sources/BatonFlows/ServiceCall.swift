@@ -204,7 +204,8 @@ public enum ServiceFailure: String, Sendable, CaseIterable {
     case failed
     /// The body was not JSON.
     case badResponse = "bad_response"
-    /// The call was refused before it left: the address is not the service's, or is private.
+    /// The call was refused before it left: the address is not the service's, or is private,
+    /// or a path reference was missing or empty.
     case refused
 }
 
