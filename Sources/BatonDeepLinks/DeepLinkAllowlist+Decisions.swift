@@ -205,6 +205,11 @@ extension DeepLinkAllowlist {
             guard PatternCache.wholeMatch(pattern, url.path) else {
                 return .blocked(.badPath, detail: "\(url.path.debugDescription) does not match the '\(url.scheme):' rule's pattern \(pattern)")
             }
+            // The pattern judges the value between the colon and any '?' or '#'; what follows them
+            // reaches the app that opens the URL too (a dialer is given `+4412?p=,,*21#`), unjudged.
+            guard url.query == nil, url.fragment == nil else {
+                return .blocked(.badPath, detail: "'\(url.scheme):' links are the value its pattern judges, with nothing after '?' or '#'")
+            }
         }
         trace.add("as openUrl: fits the '\(rule.scheme):' rule")
         return .allowed

@@ -138,6 +138,10 @@ struct AllowlistTests {
             ("intent://scan/#Intent;scheme=zxing;end", .schemeNotAllowed),
             ("tel:*21*0800123456%23", .badPath),
             ("tel:+4420;ext=1", .badPath),
+            // What follows '?' or '#' reaches the dialer too: the pattern's refusals held only before them.
+            ("tel:+441234567?p=,,%2A21%2A%23", .badPath),
+            ("tel:+441234567#,,*21", .badPath),
+            ("tel:+441234567?", .badPath),
             ("tel://+4420", .badHost),
             ("mailto:someone@evil.example", .badPath),
             ("mailto:?to=someone@evil.example", .mailtoHeaderNotAllowed),
