@@ -356,9 +356,31 @@ public struct PayloadSigner: Sendable {
         Base64.encodeToString(bytes: bytes, options: [.base64UrlAlphabet, .omitPaddingCharacter])
     }
 
-    /// base64url without padding, strictly: padding, whitespace or the other alphabet refuse.
+    /// base64url without padding, strictly: one spelling per byte string. Padding, whitespace
+    /// or the other alphabet refuse, and so does a last character whose unused low bits are set
+    /// (the decoder takes both; a start session's id hashes the payload's text, so each spelling
+    /// of one payload would start a session of its own).
     static func base64URL(decoding text: Substring.UTF8View) -> [UInt8]? {
-        try? Base64.decode(bytes: text, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+        guard !text.contains(UInt8(ascii: "=")),
+            let bytes = try? Base64.decode(bytes: text, options: [.base64UrlAlphabet, .omitPaddingCharacter])
+        else { return nil }
+        // 1 or 2 bytes past a whole group leave 4 or 2 bits of the last character unused.
+        let unusedBits = [0, 4, 2][bytes.count % 3]
+        guard unusedBits > 0, let last = text.last else { return bytes }
+        guard let value = base64URLValue(last), value & ((1 << unusedBits) - 1) == 0 else { return nil }
+        return bytes
+    }
+
+    /// A base64url character's 6-bit value.
+    private static func base64URLValue(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): character - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): character - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-"): 62
+        case UInt8(ascii: "_"): 63
+        default: nil
+        }
     }
 
     /// A fresh start-action nonce: 96 random bits, base64url.

@@ -31,6 +31,36 @@ struct PayloadSigningTests {
         }
     }
 
+    // A start session's id is a hash of the payload's text: each spelling of one payload that
+    // verified (a trailing '=', other unused bits in a last character) started a session of its own.
+    @Test("a payload verifies only as minted: padding and other spellings of the same bytes are refused, in the body and in the MAC")
+    func oneSpelling() throws {
+        let signer = try PayloadSigner(keys: [("k1", Self.secret)])
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        for length in 1...6 {
+            let payload = signer.sign(
+                PayloadClaims(
+                    subject: "user:" + String(repeating: "x", count: length), flow: "note-create", sessionID: nil, step: 0, event: "start",
+                    expires: 4_102_444_800))
+            #expect(throws: Never.self) { try signer.verify(payload).get() }
+            let parts = payload.split(separator: ".").map(String.init)
+            var respellings = [payload + "=", parts[0] + "=." + parts[1], parts[0] + "==." + parts[1]]
+            for (index, part) in parts.enumerated() where part.count % 4 != 0 {
+                // The last character's unused low bits, set: the same bytes decode.
+                let last = alphabet.firstIndex(of: part.last!)!
+                let respelled = String(part.dropLast()) + String(alphabet[last ^ 1])
+                respellings.append(index == 0 ? respelled + "." + parts[1] : parts[0] + "." + respelled)
+            }
+            for respelled in respellings {
+                #expect(throws: PayloadSigner.Failure.self, "\(respelled)") { try signer.verify(respelled).get() }
+            }
+        }
+        let device = "8d3f6c2e-5b1a-4e7f-9c0d-2a4b6c8d0e1f"
+        let token = signer.deviceToken(for: device)
+        #expect(signer.verifyDeviceToken(token, device: device))
+        #expect(!signer.verifyDeviceToken(token + "=", device: device))
+    }
+
     @Test("a start payload minted from its template is, for any nonce, the payload the claims sign to with that nonce")
     func startTemplate() throws {
         let signer = try PayloadSigner(keys: [("k1", Self.secret), ("k0", Array(repeating: 9, count: 32))])
