@@ -180,7 +180,10 @@ public struct PayloadSigner: Sendable {
         for (index, entry) in configuration.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).enumerated() where !entry.isEmpty {
             let parts = entry.split(separator: ":", maxSplits: 1)
             guard parts.count == 2,
-                let secret = Data(base64Encoded: String(parts[1])).map(Array.init) ?? Self.base64URL(decoding: parts[1].utf8)
+                // Secrets as operators write them: base64, or base64url with or without padding
+                // (leniently: one spelling matters for payloads, not for a configured key).
+                let secret = Data(base64Encoded: String(parts[1])).map(Array.init)
+                    ?? (try? Base64.decode(bytes: parts[1].utf8, options: [.base64UrlAlphabet, .omitPaddingCharacter]))
             else {
                 // Named by its place, never by its text: an entry missing its key id is all secret.
                 throw KeyError(description: "BATON_SIGNING_KEYS entries look like keyid:base64secret; entry \(index + 1) does not")
