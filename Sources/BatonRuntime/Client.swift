@@ -34,8 +34,9 @@ public struct ClientIdentity: Sendable, Equatable {
     public func speaks(for subject: String) -> Bool {
         guard let parsed = FlowSubject(subject) else { return false }
         switch parsed.kind {
-        case .user: return user == parsed.id
-        case .device: return device == parsed.id
+        // By bytes: another user's id may be canonically equivalent ("\u{212A}im" and "Kim").
+        case .user: return user?.hasSameBytes(as: parsed.id) ?? false
+        case .device: return device?.hasSameBytes(as: parsed.id) ?? false
         }
     }
 

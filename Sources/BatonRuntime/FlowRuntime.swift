@@ -629,7 +629,7 @@ public final class FlowRuntime: Sendable {
         guard let (existing, logged) = try await SessionStore.lock(db, id: id, step: 0, event: "start") else {
             return StepResult(reply: expiredBody(flow: claims.flow, parameters: parameters, request: request))
         }
-        guard existing.subject == claims.subject else {
+        guard existing.subject.hasSameBytes(as: claims.subject) else {
             throw CommandError(.forbidden, "this action belongs to someone else", flow: claims.flow)
         }
         if logged == nil, existing.step == 0, let calling = Calling(existing) {
@@ -650,7 +650,7 @@ public final class FlowRuntime: Sendable {
             // A genuine payload for a session that is gone (cleaned up): start over.
             return StepResult(reply: expiredBody(flow: claims.flow, parameters: nil, request: request))
         }
-        guard session.subject == claims.subject else {
+        guard session.subject.hasSameBytes(as: claims.subject) else {
             throw CommandError(.forbidden, "this action belongs to someone else", flow: claims.flow)
         }
         if logged == nil, session.step != claims.step {

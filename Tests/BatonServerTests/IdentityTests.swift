@@ -1,3 +1,4 @@
+import BatonRuntime
 import BatonServer
 import Configuration
 import HummingbirdTesting
@@ -45,6 +46,17 @@ struct IdentityTests {
         #expect(try await authenticator.user(fromToken: token) == "grace")
     }
 
+    // Swift's == on String is canonical equivalence: the Kelvin sign equals "K". A payload
+    // minted for user:Kim must not serve a token whose subject is "\u{212A}im", another user to
+    // every identity provider and to PostgreSQL.
+    @Test("a request speaks for a subject whose id has the same bytes, not one canonically equivalent")
+    func speaksByBytes() {
+        #expect(ClientIdentity(user: "Kim").speaks(for: "user:Kim"))
+        #expect(!ClientIdentity(user: "\u{212A}im").speaks(for: "user:Kim"))
+        #expect(!ClientIdentity(user: "Ren\u{E9}").speaks(for: "user:Rene\u{301}"))
+        #expect(!ClientIdentity(device: "\u{212A}").speaks(for: "device:K"))
+    }
+
     @Test("iss and aud are required to match when configured")
     func issuerAndAudience() async throws {
         let authenticator = try await BearerAuthenticator(
@@ -55,6 +67,20 @@ struct IdentityTests {
             try await TestTokens.token("heidi", issuer: "https://evil.example", audience: "baton"),
             try await TestTokens.token("heidi", issuer: "https://id.example", audience: "other"),
             try await TestTokens.token("heidi"),
+        ] {
+            await #expect(throws: BearerAuthenticator.Failure.self) { try await authenticator.user(fromToken: token) }
+        }
+    }
+
+    @Test("iss and aud match by their bytes: canonically equivalent spellings are other values")
+    func issuerAndAudienceByBytes() async throws {
+        let authenticator = try await BearerAuthenticator(
+            hs256Secret: TestApplication.jwtSecret, publicKeys: nil, issuer: "https://id.example/\u{C5}", audience: "\u{212B}")
+        let good = try await TestTokens.token("heidi", issuer: "https://id.example/\u{C5}", audience: "\u{212B}")
+        #expect(try await authenticator.user(fromToken: good) == "heidi")
+        for token in [
+            try await TestTokens.token("heidi", issuer: "https://id.example/A\u{30A}", audience: "\u{212B}"),
+            try await TestTokens.token("heidi", issuer: "https://id.example/\u{C5}", audience: "\u{C5}"),
         ] {
             await #expect(throws: BearerAuthenticator.Failure.self) { try await authenticator.user(fromToken: token) }
         }

@@ -315,8 +315,11 @@ public final class BearerAuthenticator: Sendable {
                         + "at most \(Int(limit)) s is accepted here)")
             }
         }
-        if let issuer, claims.iss?.value != issuer { throw Failure(description: "the bearer token was not issued for this service") }
-        if let audience, claims.aud?.value.contains(audience) != true {
+        // By bytes, not canonical equivalence: another spelling is another issuer or audience.
+        if let issuer, claims.iss?.value.hasSameBytes(as: issuer) != true {
+            throw Failure(description: "the bearer token was not issued for this service")
+        }
+        if let audience, claims.aud?.value.contains(where: { $0.hasSameBytes(as: audience) }) != true {
             throw Failure(description: "the bearer token is not meant for this service")
         }
         guard Self.isUsableSubject(claims.sub.value) else { throw Failure(description: "the bearer token's subject is not usable") }
