@@ -243,7 +243,25 @@ private struct JSONParser {
         // command's CPU profile (docs/benchmarks.md); it stays the check for everything else.
         if ascii { return String(decoding: utf8, as: UTF8.self) }
         guard let text = String(validating: utf8, as: UTF8.self) else { throw error("a string is not valid UTF-8") }
+        try checkStreamSafe(text)
         return text
+    }
+
+    /// Unicode's stream-safe format (UAX #15): at most 30 combining marks in a row. Swift
+    /// compares, hashes and normalises strings by canonical equivalence, which sorts each run of
+    /// marks by insertion: two reversed runs in a 64 KB member name cost 0.6 s per comparison
+    /// with another name. No text a person writes comes near the limit.
+    func checkStreamSafe(_ text: String) throws {
+        var run = 0
+        for scalar in text.unicodeScalars {
+            // No scalar below U+0300 is a combining mark.
+            if scalar.value < 0x300 || scalar.properties.canonicalCombiningClass == .notReordered {
+                run = 0
+            } else {
+                run += 1
+                if run > 30 { throw error("a string has more than 30 combining marks in a row") }
+            }
+        }
     }
 
     /// `\uXXXX` (after the `u`), with a following low surrogate when it is a high one.
