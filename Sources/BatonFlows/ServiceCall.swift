@@ -55,8 +55,13 @@ public struct ServiceCallSpec: Sendable {
             case .reference(let reference):
                 let value = scope.lookup(reference)?.interpolationText ?? ""
                 // An empty segment would call the resource above the one meant (`/v1/parcels/`
-                // for `/v1/parcels/{{params.code}}`): the call is refused instead.
-                if value.isEmpty, unsendable == nil { unsendable = "the path's {{\(reference.joined(separator: "."))}} is empty" }
+                // for `/v1/parcels/{{params.code}}`), and so would `.` or `..` once a service or
+                // proxy normalises their encoding (%2E%2E is `..`, RFC 3986 §6.2.2.2): the call
+                // is refused instead.
+                if unsendable == nil, value.isEmpty || value == "." || value == ".." {
+                    let name = "{{" + reference.joined(separator: ".") + "}}"
+                    unsendable = value.isEmpty ? "the path's \(name) is empty" : "the path's \(name) is the dot segment '\(value)'"
+                }
                 path += value.addingPercentEncoding(withAllowedCharacters: Self.segmentCharacters) ?? ""
             }
         }
@@ -95,8 +100,8 @@ public struct ServiceRequest: Sendable, Equatable {
     /// The most the whole call may take, every attempt and backoff included (the runtime keeps
     /// a call inside its request's deadline); nil: the service's worst case.
     public var budget: Duration?
-    /// Why the request cannot be sent as rendered (a path reference that is missing or empty);
-    /// the runtime answers such a call `refused` without sending it.
+    /// Why the request cannot be sent as rendered (a path reference that is missing, empty, `.`
+    /// or `..`); the runtime answers such a call `refused` without sending it.
     public var unsendable: String?
 
     public init(
@@ -205,7 +210,7 @@ public enum ServiceFailure: String, Sendable, CaseIterable {
     /// The body was not JSON.
     case badResponse = "bad_response"
     /// The call was refused before it left: the address is not the service's, or is private,
-    /// or a path reference was missing or empty.
+    /// or a path reference was missing, empty, `.` or `..`.
     case refused
 }
 

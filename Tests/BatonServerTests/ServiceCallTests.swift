@@ -422,7 +422,7 @@ struct ServiceCallTests {
         await server.stop()
     }
 
-    @Test("a path reference that is missing or empty is refused before the call leaves (no call to the collection above it); a value is called")
+    @Test("a path reference that is missing, empty, '.' or '..' is refused before the call leaves (no call to the resource above it); a value is called")
     func emptyPathReference() async throws {
         let server = try await TrackingServer()
         let lookup = """
@@ -445,7 +445,9 @@ struct ServiceCallTests {
         let runtime = try #require(environment.runtime)
         let identity = ClientIdentity(user: "henk")
         let profile = ClientProfile(contract: 3)
-        for parameters: JSONObject in [[:], ["code": .null], ["code": ""]] {
+        // "." and ".." are dot segments even encoded (RFC 3986 §6.2.2.2): a service or a proxy
+        // that normalises %2E%2E resolves them to the resource above.
+        for parameters: JSONObject in [[:], ["code": .null], ["code": ""], ["code": "."], ["code": ".."]] {
             let payload = try runtime.mintStart(flow: "lookup", parameters: parameters, identity: identity, profile: profile)
             let reply = try await runtime.execute(payload: payload, input: .none, identity: identity, profile: profile)
             #expect(try JSONValue.parse(reply.body)["message"] == "Not looked up.", "\(parameters)")
