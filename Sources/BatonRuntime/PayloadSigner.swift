@@ -346,12 +346,31 @@ public struct PayloadSigner: Sendable {
 
     /// Whether `token` was issued for `device` with any of the keys (rotation).
     public func verifyDeviceToken(_ token: String, device: String) -> Bool {
-        guard token.utf8.count <= 200 else { return false }
+        deviceTokenKey(token, device: device) != nil
+    }
+
+    /// What a device token is: issued for `device` with the first key (`current`), with an
+    /// older key still configured (`older`: the device should be given a current one before that
+    /// key goes), or neither.
+    public enum DeviceTokenStanding: Sendable { case current, older, invalid }
+
+    public func standing(ofDeviceToken token: String, device: String) -> DeviceTokenStanding {
+        switch deviceTokenKey(token, device: device) {
+        case nil: .invalid
+        case 0?: .current
+        case _?: .older
+        }
+    }
+
+    /// The index of the key `token` was issued for `device` with, if any.
+    private func deviceTokenKey(_ token: String, device: String) -> Int? {
+        guard token.utf8.count <= 200 else { return nil }
         let parts = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2, let key = deviceKeys.first(where: { $0.id == parts[0] }),
-            let mac = Self.base64URL(decoding: parts[1].utf8), mac.count == SHA256.byteCount
-        else { return false }
-        return key.isValid(mac, for: Array(device.utf8))
+        guard parts.count == 2, let index = deviceKeys.firstIndex(where: { $0.id == parts[0] }),
+            let mac = Self.base64URL(decoding: parts[1].utf8), mac.count == SHA256.byteCount,
+            deviceKeys[index].isValid(mac, for: Array(device.utf8))
+        else { return nil }
+        return index
     }
 
     /// RFC 4648 §5 base64url without padding.

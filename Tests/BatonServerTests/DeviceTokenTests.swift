@@ -1,4 +1,5 @@
 import BatonJSON
+import BatonRuntime
 import BatonServer
 import BatonTestSupport
 import Foundation
@@ -45,6 +46,33 @@ struct DeviceTokenTests {
             #expect(forged.status == .unauthorized)
             // Nothing ran for the refused requests: only the one session the token started.
             #expect(try await environment.pool.query("SELECT count(*) FROM flow_sessions")[0].decode(Int.self, at: 0) == 1)
+        }
+    }
+
+    // Rotation (docs/operations.md): the new key goes first, the old one stays while payloads
+    // signed with it live, then it goes. A device token was never issued again, so once the old
+    // key went, every device registered before the rotation was locked out of its id for good.
+    @Test("a device token made with an older signing key is accepted and answered with one made with the current key")
+    func tokenRenewedAfterRotation() async throws {
+        let environment = try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry())
+        try await TestFlows.prepare(environment.pool)
+        let older = try #require(TestApplication.signingKeys.split(separator: ",").last.map(String.init))
+        #expect(older.hasPrefix("test0:"))
+        try await buildApplication(environment).test(.router) { client in
+            let device = UUID().uuidString.lowercased()
+            try await environment.pool.query("INSERT INTO devices (id, created_at) VALUES ($1::uuid, now() - interval '1 day')", [device])
+            let oldToken = try PayloadSigner(configuration: older).deviceToken(for: device)
+            let renewed = try await client.execute(
+                uri: "/v3/screens/notes", method: .get, headers: [Self.idHeader: device, Self.tokenHeader: oldToken])
+            #expect(renewed.status == .ok)
+            let current = TestApplication.signer.deviceToken(for: device)
+            #expect(renewed.headers[Self.tokenHeader] == current, "the token made with the first key, for the client to keep")
+            #expect(current.hasPrefix("test1."))
+            // With the current one, nothing more is sent.
+            let settled = try await client.execute(
+                uri: "/v3/screens/notes", method: .get, headers: [Self.idHeader: device, Self.tokenHeader: current])
+            #expect(settled.status == .ok)
+            #expect(settled.headers[Self.tokenHeader] == nil)
         }
     }
 

@@ -14,7 +14,8 @@ import Hummingbird
 ///
 /// A device id can be claimed without a token only in the first 30 seconds after it was first
 /// seen, so concurrent first requests (and a first response lost on the way) still get a token;
-/// after that, a device that lost its token starts over with a new random id.
+/// after that, a device that lost its token starts over with a new random id. A token made with
+/// a key that a rotation has put second is accepted, and the answer carries a current one.
 public struct DeviceTokenMiddleware: RouterMiddleware {
     public typealias Context = BatonRequestContext
 
@@ -33,10 +34,18 @@ public struct DeviceTokenMiddleware: RouterMiddleware {
         }
         let device = uuid.lowercased
         if let token = request.headers.value(.deviceToken) {
-            guard signer.verifyDeviceToken(String(token.trimmingOptionalWhitespace), device: device) else {
+            switch signer.standing(ofDeviceToken: String(token.trimmingOptionalWhitespace), device: device) {
+            case .current:
+                return try await next(request, context)
+            case .older:
+                // Made with a key a rotation put second: the answer carries one made with the
+                // current key, so the device keeps its id once the older key is removed.
+                var response = try await next(request, context)
+                response.headers[.deviceToken] = signer.deviceToken(for: device)
+                return response
+            case .invalid:
                 throw APIError.unauthenticated("X-Device-Token was not issued for this X-Device-Id")
             }
-            return try await next(request, context)
         }
         let claimable = try await pool.withTransaction { connection in
             if try await !connection.query("INSERT INTO devices (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING 1", [uuid]).isEmpty {
