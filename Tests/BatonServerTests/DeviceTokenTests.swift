@@ -76,6 +76,32 @@ struct DeviceTokenTests {
         }
     }
 
+    // Bad input never changes stored data (docs/protocol.md): a refused first request used to
+    // register the id anyway and answer without its token, so 30 s later the id was nobody's.
+    @Test("a first request that is refused (404, 400) registers nothing and gets no token; the id stays the device's to claim")
+    func refusedFirstRequest() async throws {
+        let environment = try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry())
+        try await TestFlows.prepare(environment.pool)
+        try await buildApplication(environment).test(.router) { client in
+            let device = UUID().uuidString.lowercased()
+            func registered() async throws -> Int {
+                try await environment.pool.query("SELECT count(*) FROM devices WHERE id = $1::uuid", [device])[0].decode(Int.self, at: 0)
+            }
+            let missing = try await client.execute(uri: "/v3/screens/does-not-exist", method: .get, headers: [Self.idHeader: device])
+            #expect(missing.status == .notFound)
+            let malformed = try await client.execute(
+                uri: "/v3/command", method: .post, headers: [Self.idHeader: device, .contentType: "application/json"],
+                body: ByteBuffer(string: "{"))
+            #expect(malformed.status == .badRequest)
+            #expect(missing.headers[Self.tokenHeader] == nil && malformed.headers[Self.tokenHeader] == nil)
+            #expect(try await registered() == 0)
+            let first = try await client.execute(uri: "/v3/screens/notes", method: .get, headers: [Self.idHeader: device])
+            #expect(first.status == .ok)
+            #expect(first.headers[Self.tokenHeader] == TestApplication.signer.deviceToken(for: device))
+            #expect(try await registered() == 1)
+        }
+    }
+
     @Test("concurrent first requests of one new device all succeed and all get its token")
     func concurrentFirstRequests() async throws {
         let environment = try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry())

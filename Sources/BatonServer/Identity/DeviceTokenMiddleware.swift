@@ -7,8 +7,8 @@ import Hummingbird
 /// Authenticates anonymous devices (PROTOCOL §1, the App Clip handshake).
 ///
 /// `X-Device-Id` alone proved nothing: anyone who saw a device's subject in a payload could act
-/// as that device. Now the first request with a new device id registers it and its response
-/// carries `X-Device-Token` (an HMAC of the id with a key derived from the payload signing
+/// as that device. Now the first answered request with a new device id registers it and its
+/// response carries `X-Device-Token` (an HMAC of the id with a key derived from the payload signing
 /// keys); every later request for that device must send the token with the id, or it is
 /// refused with 401. Requests with a token cost no database round trip.
 ///
@@ -47,13 +47,12 @@ public struct DeviceTokenMiddleware: RouterMiddleware {
                 throw APIError.unauthenticated("X-Device-Token was not issued for this X-Device-Id")
             }
         }
-        let claimable = try await pool.withTransaction { connection in
-            if try await !connection.query("INSERT INTO devices (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING 1", [uuid]).isEmpty {
-                return true
-            }
-            // A fresh statement sees a concurrent first request's row once it committed.
-            return try await !connection.query(
-                "SELECT 1 FROM devices WHERE id = $1 AND created_at > now() - interval '30 seconds'", [uuid]
+        // Free, or first seen within 30 s: checked before the request runs, so nobody acts as a
+        // device whose id is taken; registered only once the request was answered, so a refused
+        // request (bad input, a 404) changes nothing and leaves the id free.
+        let claimable = try await pool.withConnection { connection in
+            try await connection.query(
+                "SELECT 1 FROM devices WHERE id = $1 AND created_at <= now() - interval '30 seconds'", [uuid]
             ).isEmpty
         }
         guard claimable else {
@@ -61,6 +60,10 @@ public struct DeviceTokenMiddleware: RouterMiddleware {
                 "device \(device) is already registered: send the X-Device-Token it was given (a device that lost it starts over with a new X-Device-Id)")
         }
         var response = try await next(request, context)
+        guard response.status.code < 400 else { return response }
+        try await pool.withConnection { connection in
+            _ = try await connection.query("INSERT INTO devices (id) VALUES ($1) ON CONFLICT (id) DO NOTHING", [uuid])
+        }
         response.headers[.deviceToken] = signer.deviceToken(for: device)
         return response
     }
