@@ -10,8 +10,9 @@ import Darwin
 /// A private PostgreSQL cluster in a directory of its own, for development and tests.
 ///
 /// `start()` runs `initdb` once (a `trust`-authenticated cluster listening only on a unix
-/// socket inside the directory, so nothing else on the machine can reach it), starts it with
-/// `pg_ctl` unless it is already running, creates the database, and returns a libpq conninfo.
+/// socket inside the directory, which with its directory is the cluster account's alone, so
+/// nothing else on the machine can reach it), starts it with `pg_ctl` unless it is already
+/// running, creates the database, and returns a libpq conninfo.
 /// `stop()` stops it again if this instance started it. PostgreSQL refuses to run as root, so
 /// when Baton runs as root the cluster runs as the `postgres` system user.
 public final class EmbeddedPostgres: Sendable {
@@ -105,6 +106,7 @@ public final class EmbeddedPostgres: Sendable {
             try Self.checkTraversable(configuration.directory, by: runAs)
             for path in [configuration.directory.path, socketDirectory] { chown(path, runAs.uid, runAs.gid) }
         }
+        try Self.keepPrivate(socketDirectory, owner: runAs?.uid ?? geteuid())
         return try withFileLock(configuration.directory.appendingPathComponent("lock").path) {
             if !fm.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
                 log("initialising a PostgreSQL cluster in \(dataDirectory.path)")
@@ -118,9 +120,11 @@ public final class EmbeddedPostgres: Sendable {
                 log("starting PostgreSQL (socket in \(socketDirectory), log in \(logFile.path))")
                 // pg_ctl runs these through /bin/sh: each value is quoted for it (a checkout path
                 // with a space, or a quote, would otherwise split or run as shell).
+                // The cluster trusts whoever reaches its socket: only its own account may (the
+                // server's default is 0777).
                 var options = [
                     "-k \(shellQuoted(socketDirectory))", configuration.tcpLoopback ? "-c listen_addresses=127.0.0.1" : "-c listen_addresses=''",
-                    "-p \(configuration.port)",
+                    "-p \(configuration.port)", "-c unix_socket_permissions=0700",
                 ]
                 for (key, value) in configuration.settings.sorted(by: { $0.key < $1.key }) {
                     options.append("-c \(shellQuoted("\(key)=\(value)"))")
@@ -300,6 +304,18 @@ public final class EmbeddedPostgres: Sendable {
                         """)
             }
             path = (path as NSString).deletingLastPathComponent
+        }
+    }
+
+    /// The socket directory is the cluster's account's alone (0700): the cluster trusts any local
+    /// connection, so any user who could reach the socket would be its superuser. A directory
+    /// that another account owns (a /tmp path made beforehand by someone else) is refused.
+    static func keepPrivate(_ path: String, owner: uid_t) throws {
+        chmod(path, 0o700)
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == owner, info.st_mode & 0o077 == 0 else {
+            throw Error(
+                description: "the socket directory \(path) must be a directory of the cluster's account alone (0700); remove it or set DATABASE_URL")
         }
     }
 

@@ -1,4 +1,4 @@
-import BatonPostgres
+@testable import BatonPostgres
 import BatonTestSupport
 import Foundation
 import Testing
@@ -20,5 +20,12 @@ struct EmbeddedPostgresTests {
         let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
         #expect(try await pool.query("SELECT current_database()")[0].decode(String.self, at: 0) == "spaced")
         await pool.close()
+        // The cluster trusts whoever reaches its socket: only its own account may (it was 0755
+        // and 0777, so any local user connected as the superuser).
+        for path in [cluster.socketDirectory, cluster.socketDirectory + "/.s.PGSQL.\(cluster.configuration.port)"] {
+            var info = stat()
+            #expect(stat(path, &info) == 0, "\(path)")
+            #expect(info.st_mode & 0o077 == 0, "\(path): \(String(info.st_mode & 0o777, radix: 8))")
+        }
     }
 }
