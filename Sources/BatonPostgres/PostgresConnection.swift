@@ -159,12 +159,26 @@ public final class PostgresConnection: @unchecked Sendable {
         // wait and abandoned transaction on the server side. One round trip per new connection.
         // If this throws, every stored property is set, so Swift runs deinit (which calls
         // PQfinish): the handle must not be finished here as well.
-        try execute(
-            """
-            SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET bytea_output = 'hex';
-            SET statement_timeout = \(ms.statement); SET lock_timeout = \(ms.lock);
-            SET idle_in_transaction_session_timeout = \(ms.idle); SET tcp_user_timeout = \(ms.tcp)
-            """)
+        //
+        // `connect_timeout` ends with the startup: a server (or a pooler in front of a stuck
+        // one) that completes it and then answers nothing would hold this round trip for good.
+        // So it has the connect timeout too: past it, the socket is shut down, which ends the
+        // wait with an error.
+        let watch = SetupWatch(socket: PQsocket(connection))
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(ms.connect) * 1000)) { watch.cutUnlessDone() }
+        do {
+            defer { watch.done() }
+            try execute(
+                """
+                SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET bytea_output = 'hex';
+                SET statement_timeout = \(ms.statement); SET lock_timeout = \(ms.lock);
+                SET idle_in_transaction_session_timeout = \(ms.idle); SET tcp_user_timeout = \(ms.tcp)
+                """)
+        } catch let error as PostgresError where watch.wasCut {
+            throw PostgresError(
+                code: .connectionFailed,
+                message: "the server accepted the connection but did not answer its setup within \(ms.connect) s (\(error.message))")
+        }
     }
 
     deinit {
@@ -516,4 +530,26 @@ public final class PostgresAhead: @unchecked Sendable {
     let requiringRows: Bool
 
     init(requiringRows: Bool) { self.requiringRows = requiringRows }
+}
+
+/// The bound of a new connection's setup round trip: the socket is shut down if the setup has
+/// not answered in time. The shutdown happens under the lock that `done` takes, so it can never
+/// reach a descriptor that the connection has closed and the process reused.
+private final class SetupWatch: Sendable {
+    private let socket: Int32
+    private let state = Mutex((done: false, cut: false))
+
+    init(socket: Int32) { self.socket = socket }
+
+    func cutUnlessDone() {
+        state.withLock { state in
+            guard !state.done, socket >= 0 else { return }
+            state.cut = true
+            shutdown(socket, Int32(SHUT_RDWR))
+        }
+    }
+
+    func done() { state.withLock { $0.done = true } }
+
+    var wasCut: Bool { state.withLock { $0.cut } }
 }

@@ -543,3 +543,87 @@ final class Counter: Sendable {
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }
+
+/// A server that completes PostgreSQL's startup (authentication OK, ready for a query) and then
+/// reads and answers nothing: a stuck backend behind a pooler, or a wedged proxy.
+final class MuteServer: @unchecked Sendable {
+    // Touched only by the test that owns it.
+    private let process = Process()
+    let port: Int
+    private let output = Pipe()
+
+    static let script = """
+        import os, socket, struct, sys, threading, time
+        parent = os.getppid()
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(0)
+        threading.Thread(target=watch, daemon=True).start()
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        print(server.getsockname()[1], flush=True)
+        def serve(client):
+            while True:
+                head = client.recv(4, socket.MSG_WAITALL)
+                if len(head) < 4:
+                    return
+                body = client.recv(struct.unpack("!I", head)[0] - 4, socket.MSG_WAITALL)
+                if struct.unpack("!I", body[:4])[0] in (80877103, 80877104):
+                    client.sendall(b"N")  # no TLS, no GSS
+                    continue
+                break
+            client.sendall(b"R" + struct.pack("!II", 8, 0) + b"Z" + struct.pack("!I", 5) + b"I")
+            while client.recv(65536):
+                pass
+        while True:
+            client, _ = server.accept()
+            threading.Thread(target=serve, args=(client,), daemon=True).start()
+        """
+
+    init() throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", Self.script]
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let line = output.fileHandleForReading.availableData
+        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw TestFailure("the mute server did not start")
+        }
+        self.port = port
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+}
+
+extension DeadlineTests {
+    // The connection's setup (the SETs of its limits) was a blocking round trip with no bound
+    // of its own: against a server that completes the startup and then answers nothing, a
+    // connect, and the fail-fast probe, waited for good, and the probe never tried again.
+    @Test("a server that completes the startup and then answers nothing: opening a connection fails within its connect timeout")
+    func muteAfterStartup() async throws {
+        let server = try MuteServer()
+        let opened = Mutex<PostgresError??>(nil)
+        let conninfo = "host=127.0.0.1 port=\(server.port) user=baton dbname=baton sslmode=disable gssencmode=disable"
+        Thread {
+            do {
+                _ = try PostgresConnection(conninfo: conninfo, limits: .init(connect: .seconds(1)))
+                opened.withLock { $0 = .some(nil) }
+            } catch {
+                opened.withLock { $0 = .some(error as? PostgresError ?? PostgresError(code: .protocolViolation, message: "\(error)")) }
+            }
+        }.start()
+        // Far past the 1 s connect timeout: still nothing means the setup was still waiting.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while opened.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let outcome = try #require(opened.withLock { $0 }, "the setup was still waiting after 20 s")
+        let failure = try #require(outcome, "a server that answers no statement gave a working connection")
+        #expect(failure.code == .connectionFailed, "\(failure)")
+        #expect(failure.message.contains("setup"), "\(failure)")
+    }
+}
