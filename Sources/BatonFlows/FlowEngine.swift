@@ -495,17 +495,25 @@ public enum InputCheck {
         "Invisible characters and text-direction controls (such as zero-width spaces or right-to-left marks) aren't allowed here."
 
     /// Zero-width and directional formatting characters (U+200B–U+200F, U+202A–U+202E,
-    /// U+2060–U+2069, U+FEFF) and the line and paragraph separators that are not C0 controls
-    /// (U+0085, U+2028, U+2029).
+    /// U+2060–U+2069, U+FEFF, the Arabic letter mark U+061C), the line and paragraph separators
+    /// that are not C0 controls (U+0085, U+2028, U+2029), and the other characters that show
+    /// nothing: the soft hyphen (U+00AD), the combining grapheme joiner (U+034F), the Mongolian
+    /// vowel separator (U+180E), the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0), the
+    /// deprecated format characters (U+206A–U+206F), the interlinear annotation marks
+    /// (U+FFF9–U+FFFB) and the tag characters (U+E0001, U+E0020–U+E007F). Variation selectors
+    /// are not among them: they choose how a visible character looks (❤️, a name's ideograph).
     public static func isInvisibleOrBidiControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x200B...0x200F, 0x202A...0x202E, 0x2060...0x2069, 0xFEFF, 0x0085, 0x2028, 0x2029: true
+        case 0x200B...0x200F, 0x202A...0x202E, 0x2060...0x2069, 0xFEFF, 0x061C, 0x0085, 0x2028, 0x2029: true
+        case 0x00AD, 0x034F, 0x180E, 0x115F, 0x1160, 0x3164, 0xFFA0, 0x206A...0x206F, 0xFFF9...0xFFFB: true
+        case 0xE0001, 0xE0020...0xE007F: true
         default: false
         }
     }
 
-    /// Whether the text holds one of those characters. The one exception is a zero-width joiner
-    /// inside an emoji sequence (👩‍💻, 👨‍👩‍👧): there it is part of one visible picture, not hidden text.
+    /// Whether the text holds one of those characters. The exceptions are a zero-width joiner
+    /// inside an emoji sequence (👩‍💻, 👨‍👩‍👧) and the tags of a subdivision's flag: there they are
+    /// part of one visible picture, not hidden text.
     public static func containsInvisibleOrBidiControl(_ text: String) -> Bool {
         for character in text {
             let scalars = Array(character.unicodeScalars)
@@ -513,7 +521,9 @@ public enum InputCheck {
                 let joinsEmoji =
                     scalar.value == 0x200D && index > 0 && index + 1 < scalars.count
                     && isEmojiSequencePart(scalars[index - 1]) && isPictograph(scalars[index + 1])
-                if !joinsEmoji { return true }
+                // A subdivision's flag: U+1F3F4, tag letters, the cancel tag (🏴󠁧󠁢󠁳󠁣󠁴󠁿).
+                let spellsFlag = (0xE0020...0xE007F).contains(scalar.value) && index > 0 && scalars[0].value == 0x1F3F4
+                if !joinsEmoji, !spellsFlag { return true }
             }
         }
         return false

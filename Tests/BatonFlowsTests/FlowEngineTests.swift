@@ -144,6 +144,12 @@ struct FlowEngineTests {
         rules.trim = false
         let refused: [UInt32] = [0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E]
             + Array(0x2060...0x2069) + [0xFEFF, 0x0085, 0x2028, 0x2029]
+            // The Arabic letter mark (a direction mark like U+200E/F), the soft hyphen, the
+            // combining grapheme joiner, the Mongolian vowel separator, the Hangul fillers (blank
+            // letters), the deprecated format characters, the interlinear annotation marks, and the
+            // tag characters outside a flag.
+            + [0x061C, 0x00AD, 0x034F, 0x180E, 0x115F, 0x1160, 0x3164, 0xFFA0] + Array(0x206A...0x206F) + Array(0xFFF9...0xFFFB)
+            + [0xE0001, 0xE0020, 0xE0041, 0xE007F]
         for value in refused {
             let scalar = try #require(Unicode.Scalar(value))
             // Between letters, first, last, and between two pictographs (only U+200D may join those).
@@ -165,7 +171,9 @@ struct FlowEngineTests {
         #expect((try? InputCheck.validate(.text, input: ["text": "\u{FEFF}Name"], scope: TemplateScope()).get()) == nil)
         // U+200D joining pictographs is one visible emoji, so it stays allowed there; a joiner
         // between letters, at the end of an emoji or before a letter is not.
-        for text in ["👩\u{200D}💻 Coding", "👨\u{200D}👩\u{200D}👧", "🏳\u{FE0F}\u{200D}🌈", "👍🏽\u{200D}👍"] {
+        // So are the tags that spell a subdivision's flag after U+1F3F4 (🏴󠁧󠁢󠁳󠁣󠁴󠁿, Scotland).
+        for text in ["👩\u{200D}💻 Coding", "👨\u{200D}👩\u{200D}👧", "🏳\u{FE0F}\u{200D}🌈", "👍🏽\u{200D}👍",
+            "Go \u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}!"] {
             #expect((try? InputCheck.validate(rules, input: ["text": .string(text)], scope: TemplateScope()).get()) == text, "\(text)")
         }
         for text in ["a\u{200D}b", "👩\u{200D}", "👩\u{200D}x", "\u{200D}💻"] {
