@@ -52,22 +52,20 @@ public struct FlowLinter: Sendable {
                 findings.error("state '\(name)' is unreachable from the start state '\(flow.start)'", flow.states[name]!.location)
             }
         }
-        if let cycle = Self.actionCycle(in: flow), let first = flow.states[cycle[0]] {
-            let loop = "action states \((cycle + [cycle[0]]).map { "'\($0)'" }.joined(separator: " → ")) form a loop with no answer between them"
-            let calls = cycle.contains { name in
-                guard case .action(let transition)? = flow.states[name]?.response else { return false }
-                return Self.makesCall(transition)
-            }
-            if calls {
+        for loop in Self.actionLoops(in: flow) {
+            guard let first = flow.states[loop.cycle[0]] else { continue }
+            let path = (loop.cycle + [loop.cycle[0]]).map { "'\($0)'" }.joined(separator: " → ")
+            let text = "action states \(path) form a loop with no answer between them"
+            if loop.calls {
                 // Each turn calls a service again, and a failing one sends the command round.
                 findings.error(
-                    loop + ": a command would go round it, calling the service each time, until refused after \(FlowEngine.maxHops) "
+                    text + ": a command would go round it, calling the service each time, until refused after \(FlowEngine.maxHops) "
                         + "action states; let a state that answers (an input, a screen, an error with retry) come between",
                     first.location)
             } else {
                 // A loop through effects or matches may end when an effect's outcome changes.
                 findings.warning(
-                    loop + ": unless an effect's outcome ends it, a command goes round until refused after \(FlowEngine.maxHops) action states",
+                    text + ": unless an effect's outcome ends it, a command goes round until refused after \(FlowEngine.maxHops) action states",
                     first.location)
             }
         }
@@ -80,10 +78,13 @@ public struct FlowLinter: Sendable {
         transition.call != nil || transition.cases.contains { makesCall($0.transition) } || (transition.otherwise.map { makesCall($0.value) } ?? false)
     }
 
-    /// A cycle of action states (through an effect's or a call's outcomes, a match or a guard),
-    /// in order, if the flow has one: states that answer nothing, so one command would pass
-    /// through them again and again.
-    static func actionCycle(in flow: FlowDefinition) -> [String]? {
+    /// The loops of action states (through an effect's or a call's outcomes, a match or a guard):
+    /// states that answer nothing, so one command would pass through them again and again. One
+    /// per set of states that lead back to each other (a strongly connected component), so a loop
+    /// is never hidden behind another that shares a state with it. Each is shown as one cycle:
+    /// through a state that calls a service when the set has one (`calls`), else from its first
+    /// state in file order.
+    static func actionLoops(in flow: FlowDefinition) -> [(cycle: [String], calls: Bool)] {
         func next(_ name: String) -> [String] {
             guard case .action(let transition)? = flow.states[name]?.response else { return [] }
             return targets(of: transition).filter { target in
@@ -91,23 +92,75 @@ public struct FlowLinter: Sendable {
                 return false
             }
         }
-        var done: Set<String> = []
-        var path: [String] = []
-        func visit(_ name: String) -> [String]? {
-            if let index = path.firstIndex(of: name) { return Array(path[index...]) }
-            guard !done.contains(name) else { return nil }
-            path.append(name)
+        func calls(_ name: String) -> Bool {
+            guard case .action(let transition)? = flow.states[name]?.response else { return false }
+            return makesCall(transition)
+        }
+        // Tarjan's strongly connected components.
+        var index: [String: Int] = [:]
+        var lowest: [String: Int] = [:]
+        var stack: [String] = []
+        var onStack: Set<String> = []
+        var components: [[String]] = []
+        func connect(_ name: String) {
+            index[name] = index.count
+            lowest[name] = index[name]
+            stack.append(name)
+            onStack.insert(name)
             for target in next(name) {
-                if let cycle = visit(target) { return cycle }
+                if index[target] == nil {
+                    connect(target)
+                    lowest[name] = min(lowest[name]!, lowest[target]!)
+                } else if onStack.contains(target) {
+                    lowest[name] = min(lowest[name]!, index[target]!)
+                }
             }
-            path.removeLast()
-            done.insert(name)
-            return nil
+            guard lowest[name] == index[name] else { return }
+            var component: [String] = []
+            while let top = stack.popLast() {
+                onStack.remove(top)
+                component.append(top)
+                if top == name { break }
+            }
+            components.append(component)
         }
-        for name in flow.stateOrder {
-            if let cycle = visit(name) { return cycle }
+        for name in flow.stateOrder where index[name] == nil { connect(name) }
+
+        var loops: [(cycle: [String], calls: Bool)] = []
+        for component in components {
+            let members = Set(component)
+            guard members.count > 1 || next(component[0]).contains(component[0]) else { continue }
+            let ordered = flow.stateOrder.filter(members.contains)
+            let callers = ordered.filter(calls)
+            let start = callers.first ?? ordered[0]
+            // The shortest way from `start` back to it, inside the component.
+            var previous: [String: String] = [:]
+            var queue = [start]
+            var found = false
+            search: while !queue.isEmpty {
+                let current = queue.removeFirst()
+                for target in next(current) where members.contains(target) {
+                    if target == start {
+                        previous[start] = current
+                        found = true
+                        break search
+                    }
+                    if previous[target] == nil {
+                        previous[target] = current
+                        queue.append(target)
+                    }
+                }
+            }
+            guard found else { continue }
+            var cycle = [start]
+            var at = previous[start]!
+            while at != start {
+                cycle.insert(at, at: 1)
+                at = previous[at]!
+            }
+            loops.append((cycle, !callers.isEmpty))
         }
-        return nil
+        return loops.sorted { flow.stateOrder.firstIndex(of: $0.cycle[0])! < flow.stateOrder.firstIndex(of: $1.cycle[0])! }
     }
 
     /// Every state a state's transitions can lead to.

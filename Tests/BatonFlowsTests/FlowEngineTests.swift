@@ -28,7 +28,7 @@ struct FlowEngineTests {
 
     @Test("a loop through a service call counts its action states across the calls: one command is refused after 32, not run forever")
     func loopThroughACall() async throws {
-        // Lint refuses this flow (FlowLinter.actionCycle); the engine's own guard stands behind it.
+        // Lint refuses this flow (FlowLinter.actionLoops); the engine's own guard stands behind it.
         let source = """
             flow: poll
             start: check

@@ -893,6 +893,35 @@ extension ServiceCallTests {
             """)
         #expect(looping.count == 1, "\(looping.joined(separator: "\n"))")
         #expect(looping.first?.contains("action states 'check' → 'wait' → 'check' form a loop") == true, "\(looping)")
+        // Two loops that share a state: the first one found calls nothing (a warning), and the one
+        // through the call was not looked for. Each set of states that lead back to each other is
+        // judged now.
+        let tangled = try errors(
+            """
+            flow: poll
+            params:
+              x: { required: false }
+              y: { required: false }
+            start: a
+            states:
+              a:
+                match: "{{params.x}}"
+                cases: { one: b }
+                otherwise: sorry
+              b:
+                match: "{{params.y}}"
+                cases: { again: a, retry: c }
+                otherwise: sorry
+              c:
+                call: { service: tracking, method: POST, path: /v1/parcels/3SDEMO0000001/redirect, body: { location: UT-0001 } }
+                outcomes: { 2xx: shown, 409: b, unavailable: sorry }
+              sorry:
+                error: { message: Tracking is not answering. }
+              shown:
+                done: {}
+            """)
+        #expect(tangled.count == 1, "\(tangled.joined(separator: "\n"))")
+        #expect(tangled.first?.contains("'c' → 'b' → 'c'") == true && tangled.first?.contains("calling the service") == true, "\(tangled)")
         // The same retry through a state that answers (the user taps "retry") is no loop.
         let answering = try errors(
             """
