@@ -69,6 +69,12 @@ struct DeepLinkTests {
             #expect(refused.json["type"] == "error")
             #expect(refused.json["code"] == "link_not_allowed")
             #expect(refused.json["reason"] == "platform_not_allowed")
+            // A malformed Idempotency-Key is 400 whatever the link (it was judged only on allowed ones).
+            var badKey = appClip()
+            badKey[HTTPField.Name("Idempotency-Key")!] = "has space"
+            let malformed = try await resolve(client, link, headers: badKey)
+            #expect(malformed.status == .badRequest)
+            #expect(malformed.json["error"]?["code"] == "invalid_request")
             var ios = deviceHeaders(Self.device)
             ios[HTTPField.Name("X-Client-Platform")!] = "ios"
             let allowed = try await resolve(client, link, headers: ios)

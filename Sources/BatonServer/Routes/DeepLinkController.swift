@@ -28,6 +28,8 @@ struct DeepLinkController: Sendable {
             let url = try Self.parse(Array(buffer: body))
             let identity = try await ClientContext.identity(request, context: context, authenticator: authenticator)
             let profile = ClientContext.profile(request, contract: contract)
+            // A malformed key is refused whatever the link: checked before the allowlist decides.
+            let idempotency = try Self.idempotencyKey(request, body: body, identity: identity)
             if screens.contract.effectiveVersion(contract) == nil {
                 let screen = try await screens.updateRequiredReply(profile: profile, identity: identity)
                 return Response.json(bytes: screen, headers: [.cacheControl: "no-store"])
@@ -46,7 +48,6 @@ struct DeepLinkController: Sendable {
             case .allowed(let target, let parameters, _):
                 var values = JSONObject()
                 for key in parameters.keys.sorted() { values[key] = .string(parameters[key]!) }
-                let idempotency = try Self.idempotencyKey(request, body: body, identity: identity)
                 let reply = try await runtime.resolveLink(
                     target.runtimeTarget, parameters: values, identity: identity, profile: profile, idempotency: idempotency)
                 var headers: HTTPFields = [.cacheControl: "no-store"]
