@@ -86,6 +86,27 @@ struct IdentityTests {
         }
     }
 
+    // jwt-kit verifies with the key it picks whatever the header's alg says: a token saying
+    // "none" (or RS256) but carrying an HS256 MAC was accepted, as was one with a crit extension.
+    @Test("a token's header must name its key's algorithm and no crit extension, MAC or not")
+    func headerFitsTheKey() async throws {
+        let authenticator = try await BearerAuthenticator(hs256Secret: TestApplication.jwtSecret, publicKeys: nil, issuer: nil, audience: nil)
+        func token(header: String) -> String {
+            func encode(_ text: String) -> String {
+                Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                    .replacingOccurrences(of: "=", with: "")
+            }
+            let signed = encode(header) + "." + encode(#"{"sub":"mallory","exp":\#(Int(Date().timeIntervalSince1970) + 600)}"#)
+            let mac = HMAC<SHA256>.authenticationCode(for: Data(signed.utf8), using: SymmetricKey(data: Data(TestApplication.jwtSecret.utf8)))
+            return signed + "." + Data(mac).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        #expect(try await authenticator.user(fromToken: token(header: #"{"alg":"HS256","typ":"JWT"}"#)) == "mallory")
+        for header in [#"{"alg":"none","typ":"JWT"}"#, #"{"alg":"RS256"}"#, #"{"typ":"JWT"}"#, #"{"alg":"HS256","crit":["exp"]}"#] {
+            await #expect(throws: BearerAuthenticator.Failure.self, "\(header)") { try await authenticator.user(fromToken: token(header: header)) }
+        }
+    }
+
     @Test("no keys configured: tokens are refused, not trusted; weak secrets are refused at start")
     func unconfigured() async throws {
         let authenticator = try await BearerAuthenticator(hs256Secret: nil, publicKeys: nil, issuer: nil, audience: nil)

@@ -16,6 +16,10 @@ public final class BearerAuthenticator: Sendable {
     private let hs256: HMACSHA256?
     /// The `kid`s tokens may name: the public keys' names.
     private let keyIDs: Set<String>
+    /// The `alg` a token verified with each key must name: by key id, and for a token without
+    /// one (the HS256 secret, else the first public key).
+    private let algorithms: [String: String]
+    private let defaultAlgorithm: String?
     private let issuer: String?
     private let audience: String?
     private let leeway: Duration
@@ -79,6 +83,8 @@ public final class BearerAuthenticator: Sendable {
     ) async throws {
         let keys = JWTKeyCollection()
         var keyIDs = Set<String>()
+        var algorithms: [String: String] = [:]
+        var defaultAlgorithm: String?
         var configured = false
         var hs256: HMACSHA256?
         if let secret = hs256Secret, !secret.isEmpty {
@@ -87,6 +93,7 @@ public final class BearerAuthenticator: Sendable {
             }
             await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
             hs256 = Array(secret.utf8).withUnsafeBytes { HMACSHA256(key: $0) }
+            defaultAlgorithm = "HS256"
             configured = true
         }
         for (index, entry) in Self.pemEntries(publicKeys).enumerated() {
@@ -94,10 +101,18 @@ public final class BearerAuthenticator: Sendable {
             keyIDs.insert(entry.name)
             if let key = try? ES256PublicKey(pem: entry.pem) {
                 await keys.add(ecdsa: key, kid: kid)
-                if index == 0, hs256Secret == nil { await keys.add(ecdsa: key) }
+                algorithms[entry.name] = "ES256"
+                if index == 0, hs256 == nil {
+                    await keys.add(ecdsa: key)
+                    defaultAlgorithm = "ES256"
+                }
             } else if let key = try? Insecure.RSA.PublicKey(pem: entry.pem) {
                 await keys.add(rsa: key, digestAlgorithm: .sha256, kid: kid)
-                if index == 0, hs256Secret == nil { await keys.add(rsa: key, digestAlgorithm: .sha256) }
+                algorithms[entry.name] = "RS256"
+                if index == 0, hs256 == nil {
+                    await keys.add(rsa: key, digestAlgorithm: .sha256)
+                    defaultAlgorithm = "RS256"
+                }
             } else {
                 throw Failure(description: "BATON_JWT_PUBLIC_KEYS: '\(entry.name)' is not an RSA or P-256 public key in PEM form")
             }
@@ -106,6 +121,8 @@ public final class BearerAuthenticator: Sendable {
         self.keys = keys
         self.hs256 = hs256
         self.keyIDs = keyIDs
+        self.algorithms = algorithms
+        self.defaultAlgorithm = defaultAlgorithm
         self.issuer = issuer
         self.audience = audience
         self.leeway = leeway
@@ -164,6 +181,20 @@ public final class BearerAuthenticator: Sendable {
     }
 
     /// The reading jwt-kit gives the header, for the headers the fast path leaves alone.
+    /// A token's header as jwt-kit reads it (Foundation's `JSONDecoder`): its `alg`, and whether
+    /// it has `crit`.
+    static func headerThroughFoundation(ofToken token: String) -> (alg: String?, crit: Bool?)? {
+        guard let header = token.split(separator: ".", omittingEmptySubsequences: false).first else { return nil }
+        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        struct Header: Decodable {
+            var alg: String?
+            var crit: [String]?
+        }
+        guard let data = Data(base64Encoded: base64), let parsed = try? JSONDecoder().decode(Header.self, from: data) else { return nil }
+        return (parsed.alg, parsed.crit.map { _ in true })
+    }
+
     static func keyIDThroughFoundation(ofToken token: String) -> String? {
         guard let header = token.split(separator: ".", omittingEmptySubsequences: false).first else { return nil }
         var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
@@ -196,7 +227,8 @@ public final class BearerAuthenticator: Sendable {
                 let signature = try? Base64.decode(bytes: bytes[(second + 1)...], options: options),
                 !header.contains(UInt8(ascii: "\\")), !payload.contains(UInt8(ascii: "\\")),
                 occurrences(of: algMember, in: header) == 1, occurrences(of: kidMember, in: header) == 0,
-                case .object(let headerMembers)? = try? JSONValue.parse(header), headerMembers["alg"]?.stringValue == "HS256"
+                case .object(let headerMembers)? = try? JSONValue.parse(header), headerMembers["alg"]?.stringValue == "HS256",
+                headerMembers["crit"] == nil
             else { return nil }
             let mac = keyed.authenticationCode(for: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[..<second])))
             guard HMACSHA256.equalInConstantTime(mac, signature) else { return nil }
@@ -283,8 +315,17 @@ public final class BearerAuthenticator: Sendable {
         } else {
             // jwt-kit verifies a token whose kid it does not know with the default key; a kid is
             // the issuer saying which key signed, so one naming no configured key is refused.
-            if let kid = Self.keyID(ofToken: token), !keyIDs.contains(kid) {
+            let kid = Self.keyID(ofToken: token)
+            if let kid, !keyIDs.contains(kid) {
                 throw Failure(description: "the bearer token's key id (kid) names no key configured here")
+            }
+            // jwt-kit verifies with the key it picked whatever `alg` says (`none` included), and
+            // ignores `crit`: a token names its key's algorithm and no extension Baton does not
+            // know (RFC 8725 §3.1, RFC 7515 §4.1.11), or it is refused.
+            let expected = kid.flatMap { algorithms[$0] } ?? defaultAlgorithm
+            guard let header = Self.headerThroughFoundation(ofToken: token) else { throw Failure(description: "the bearer token is not valid") }
+            guard header.alg == expected, header.crit == nil else {
+                throw Failure(description: "the bearer token's header does not fit its key (alg \(expected ?? "?"), no crit)")
             }
             do {
                 claims = try await keys.verify(token, as: Claims.self)
