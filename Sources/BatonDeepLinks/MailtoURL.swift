@@ -44,15 +44,16 @@ public struct MailtoURL: Sendable, Hashable {
             switch name {
             case "subject":
                 guard subject == nil else { throw URLRejection(.mailtoRepeatedHeader, "'subject' is given more than once") }
-                // A line break in a subject is a new header line to some clients.
-                if let scalar = value.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                // A line break in a subject is a new header line to some clients (U+0085, U+2028
+                // and U+2029 to some), and a format character hides or reorders what it says.
+                if let scalar = value.unicodeScalars.first(where: { $0.value < 0x20 || Self.isHiddenBreakOrFormat($0) }) {
                     throw URLRejection(.mailtoBadEncoding, "the subject contains a control character (U+\(Self.hex(scalar)))")
                 }
                 subject = value
             case "body":
                 guard body == nil else { throw URLRejection(.mailtoRepeatedHeader, "'body' is given more than once") }
                 // Line breaks and tabs are what a body is made of; other controls are not text.
-                if let scalar = value.unicodeScalars.first(where: { ($0.value < 0x20 && ![0x09, 0x0A, 0x0D].contains($0.value)) || $0.value == 0x7F }) {
+                if let scalar = value.unicodeScalars.first(where: { ($0.value < 0x20 && ![0x09, 0x0A, 0x0D].contains($0.value)) || Self.isHiddenBreakOrFormat($0) }) {
                     throw URLRejection(.mailtoBadEncoding, "the body contains a control character (U+\(Self.hex(scalar)))")
                 }
                 body = value
@@ -63,6 +64,15 @@ public struct MailtoURL: Sendable, Hashable {
         }
         self.subject = subject
         self.body = body
+    }
+
+    /// DEL, the C1 controls (U+0085 among them), the line and paragraph separators, and format
+    /// characters (direction overrides, zero-width ones): not text in a header field.
+    static func isHiddenBreakOrFormat(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
     }
 
     /// `addr-spec *("," addr-spec)`, each percent-decoded. A decoded address may not contain
@@ -76,7 +86,7 @@ public struct MailtoURL: Sendable, Hashable {
             guard let decoded = StrictURL.percentDecode(part), let address = String(validating: decoded, as: UTF8.self) else {
                 throw URLRejection(.mailtoBadEncoding, "the address '\(String(decoding: part, as: UTF8.self))' has malformed percent-encoding or is not UTF-8")
             }
-            if let scalar = address.unicodeScalars.first(where: { $0.value <= 0x20 || $0.value == 0x7F || ",;?&#<>\"".unicodeScalars.contains($0) }) {
+            if let scalar = address.unicodeScalars.first(where: { $0.value <= 0x20 || Self.isHiddenBreakOrFormat($0) || ",;?&#<>\"".unicodeScalars.contains($0) }) {
                 throw URLRejection(.mailtoBadEncoding, "the address \(address.debugDescription) contains '\(scalar.escaped(asASCII: true))', which would change what a mail client reads")
             }
             addresses.append(address)

@@ -158,6 +158,10 @@ public struct PayloadSigner: Sendable {
 
     public init(keys: [(id: String, secret: [UInt8])]) throws {
         guard !keys.isEmpty else { throw KeyError(description: "at least one signing key is needed") }
+        // Keys are found by id: a second key with the same id would never verify anything.
+        if let repeated = keys.map(\.id).enumerated().first(where: { index, id in keys[..<index].contains { $0.id == id } }) {
+            throw KeyError(description: "signing key id '\(repeated.element)' is given twice; each key needs an id of its own")
+        }
         for key in keys {
             guard !key.id.isEmpty, key.id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
                 throw KeyError(description: "signing key id '\(key.id)' must be letters, digits, '-' or '_'")

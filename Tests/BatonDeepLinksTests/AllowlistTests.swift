@@ -146,6 +146,10 @@ struct AllowlistTests {
             ("mailto:someone@evil.example", .badPath),
             ("mailto:?to=someone@evil.example", .mailtoHeaderNotAllowed),
             ("mailto:help@example.com?cc=x@evil.example", .mailtoHeaderNotAllowed),
+            // A C1 control or a line or paragraph separator in a subject is a line break to some clients.
+            ("mailto:help@example.com?subject=Hi%C2%85Bcc:%20x@evil.example", .mailtoBadEncoding),
+            ("mailto:help@example.com?subject=Hi%E2%80%A8Bcc:%20x@evil.example", .mailtoBadEncoding),
+            ("mailto:help@example.com?body=Hi%E2%80%AEx", .mailtoBadEncoding),
             ("https:help.example.com", .badScheme),
             ("//help.example.com/", .badScheme),
         ]

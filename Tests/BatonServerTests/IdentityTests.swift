@@ -107,6 +107,18 @@ struct IdentityTests {
         }
     }
 
+    // A subject is shown in logs, the studio and templates: DEL, C1 controls and direction
+    // overrides would let it print as another user.
+    @Test("a token's subject with DEL, a C1 control or an invisible or direction character is refused")
+    func unusableSubjects() async throws {
+        let authenticator = try await BearerAuthenticator(hs256Secret: TestApplication.jwtSecret, publicKeys: nil, issuer: nil, audience: nil)
+        #expect(try await authenticator.user(fromToken: try await TestTokens.token("Zoë 🎧")) == "Zoë 🎧")
+        for subject in ["a\u{7F}b", "a\u{85}b", "a\u{9B}b", "a\u{202E}b", "a\u{200B}b", "a\u{2028}b"] {
+            let token = try await TestTokens.token(subject)
+            await #expect(throws: BearerAuthenticator.Failure.self, "\(subject.debugDescription)") { try await authenticator.user(fromToken: token) }
+        }
+    }
+
     @Test("no keys configured: tokens are refused, not trusted; weak secrets are refused at start")
     func unconfigured() async throws {
         let authenticator = try await BearerAuthenticator(hs256Secret: nil, publicKeys: nil, issuer: nil, audience: nil)

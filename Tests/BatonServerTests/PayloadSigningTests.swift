@@ -153,6 +153,15 @@ struct PayloadSigningTests {
 
 @Suite("Signing keys from configuration")
 struct SigningKeyConfigurationTests {
+    // With one id twice, the second key never verified anything: payloads and device tokens
+    // signed with it failed without a word.
+    @Test("a key id given twice is refused")
+    func duplicateKeyIDs() {
+        #expect(throws: PayloadSigner.KeyError.self) {
+            try PayloadSigner(keys: [("k1", Array(repeating: 7, count: 32)), ("k1", Array(repeating: 8, count: 32))])
+        }
+    }
+
     @Test("an entry without its key id is refused by its place, never printed (it would be all secret)")
     func secretNotPrinted() {
         let secret = "c2VjcmV0LXNpZ25pbmcta2V5LW5vdC10by1iZS1wcmludGVk"

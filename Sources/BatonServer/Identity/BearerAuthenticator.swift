@@ -1,3 +1,4 @@
+import BatonFlows
 import BatonJSON
 import BatonRuntime
 import Crypto
@@ -368,8 +369,11 @@ public final class BearerAuthenticator: Sendable {
     }
 
     /// Whether a token's subject can name a user here: not empty, at most 256 bytes, no control
-    /// characters.
+    /// characters (C0, DEL, C1), and no invisible or direction characters, which would let it
+    /// print as another user in logs, the studio and templates.
     public static func isUsableSubject(_ subject: String) -> Bool {
-        !subject.isEmpty && subject.utf8.count <= 256 && !subject.unicodeScalars.contains(where: { $0.value < 0x20 })
+        !subject.isEmpty && subject.utf8.count <= 256
+            && !subject.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+            && !InputCheck.containsInvisibleOrBidiControl(subject)
     }
 }
