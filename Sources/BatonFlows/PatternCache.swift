@@ -9,7 +9,9 @@ public enum PatternCache {
     public static func wholeMatch(_ pattern: String, _ text: String) -> Bool {
         let compiled: CompiledPattern? = cache.withLock { cache in
             if let compiled = cache[pattern] { return compiled }
-            guard let regex = try? Regex(pattern) else { return nil }
+            // `\d` is 0–9, as in the fast subset and as the services behind a pattern expect,
+            // not any script's digits (Regex's default); `\w` stays any script's letters.
+            guard let regex = try? Regex(pattern).asciiOnlyDigits() else { return nil }
             let compiled = CompiledPattern(regex: regex, simple: SimplePattern(pattern))
             cache[pattern] = compiled
             return compiled

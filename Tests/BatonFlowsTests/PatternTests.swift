@@ -29,6 +29,17 @@ struct PatternTests {
         }
     }
 
+    // Swift's Regex takes any script's digits for \d: "UT-١٢٣٤" (Arabic-Indic) and fullwidth
+    // digits matched ^UT-\d{4}$, and reached the services that expect 0–9.
+    @Test("\\d is 0–9 whatever the text; \\w stays any script's letters")
+    func digitsAreASCII() {
+        #expect(PatternCache.wholeMatch("^UT-\\d{4}$", "UT-1234"))
+        #expect(!PatternCache.wholeMatch("^UT-\\d{4}$", "UT-\u{661}\u{662}\u{663}\u{664}"))
+        #expect(!PatternCache.wholeMatch("^UT-\\d{4}$", "UT-\u{FF11}\u{FF12}\u{FF13}\u{FF14}"))
+        #expect(!PatternCache.wholeMatch("^(\\d+)$", "\u{661}\u{662}"))
+        #expect(PatternCache.wholeMatch("^\\w+$", "Zoë"))
+    }
+
     @Test("outside the subset, the pattern goes to Regex")
     func unsupportedPatterns() {
         for pattern in ["(a|b)", "a|b", "[^a]", "\\w+", "a+?", "a++", "a{2}{3}", ".", "[a--b]", "[a&&b]", "[[:alpha:]]", "a{,3}", "\\s", "a^", "$a"] {
