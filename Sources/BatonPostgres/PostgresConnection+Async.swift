@@ -202,6 +202,10 @@ extension PostgresConnection {
                 break
             }
         }
+        // Every parameter is checked before anything is queued: one refused after the first
+        // statement was queued left the connection in pipeline mode, waiting for answers the
+        // server was never asked to send. (The first statement's are checked as it is sent.)
+        for statement in statements.dropFirst() { _ = try wireByteCount(statement.parameters) }
         guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
         defer { PQexitPipelineMode(handle) }
         for index in statements.indices {

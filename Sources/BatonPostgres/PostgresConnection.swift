@@ -340,25 +340,16 @@ public final class PostgresConnection: @unchecked Sendable {
 
 // MARK: - C marshalling
 
-/// Lays parameters out in one buffer and hands libpq arrays of pointers, lengths and formats.
-/// Text parameters are NUL-terminated C strings, so a NUL inside one is refused here.
+/// The bytes ``withWireParameters(_:_:)`` lays `parameters` out in, refusing a text with a NUL
+/// (memchr on the contiguous bytes): the first of its two passes, and the check a pipeline makes
+/// before it queues anything.
 ///
-/// The buffer and the arrays are temporary allocations: on the stack when they are small, as a
-/// statement's usually are (libpq copies the values into its output buffer before
-/// `PQsendQueryPrepared` returns). Growing four arrays value by value cost a command about 35 of
-/// its 305 `malloc` calls (`Benchmarks/e2e/counts.sh`).
-func withWireParameters<R>(
-    _ parameters: [PostgresParameter],
-    _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
-) throws -> R {
-    let count = parameters.count
-    if count == 0 { return body(0, nil, nil, nil) }
-    // Both passes read the values in place (an index into the array, a `let` binding, the
-    // bytes through `withUTF8Bytes`): an `enumerated()` loop, or a `var` to call
-    // `String.withUTF8` on, copied each value out, one `swift_retain` per value per pass.
-    // The size first, refusing a NUL on the way (memchr on the contiguous bytes).
+/// Both passes read the values in place (an index into the array, a `let` binding, the bytes
+/// through `withUTF8Bytes`): an `enumerated()` loop, or a `var` to call `String.withUTF8` on,
+/// copied each value out, one `swift_retain` per value per pass.
+func wireByteCount(_ parameters: [PostgresParameter]) throws -> Int {
     var byteCount = 0
-    for index in 0..<count {
+    for index in 0..<parameters.count {
         switch parameters[index] {
         case .null:
             break
@@ -379,6 +370,23 @@ func withWireParameters<R>(
             byteCount += Date.postgresTextCapacity + 1  // room for the longest; the text may be shorter
         }
     }
+    return byteCount
+}
+
+/// Lays parameters out in one buffer and hands libpq arrays of pointers, lengths and formats.
+/// Text parameters are NUL-terminated C strings, so a NUL inside one is refused here.
+///
+/// The buffer and the arrays are temporary allocations: on the stack when they are small, as a
+/// statement's usually are (libpq copies the values into its output buffer before
+/// `PQsendQueryPrepared` returns). Growing four arrays value by value cost a command about 35 of
+/// its 305 `malloc` calls (`Benchmarks/e2e/counts.sh`).
+func withWireParameters<R>(
+    _ parameters: [PostgresParameter],
+    _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
+) throws -> R {
+    let count = parameters.count
+    if count == 0 { return body(0, nil, nil, nil) }
+    let byteCount = try wireByteCount(parameters)
     return withUnsafeTemporaryAllocation(byteCount: max(byteCount, 1), alignment: 1) { storage in
         withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: count) { values in
             // Lengths in the first half, formats (0 text, 1 binary) in the second.

@@ -264,6 +264,28 @@ struct TransactionTests {
         await pool.close()
     }
 
+    // A parameter refused after the first statement of a pipeline was queued left the
+    // connection in pipeline mode: a body that caught the error and went on waited for an
+    // answer that never came, until its deadline cut it.
+    @Test("a pipeline refused for a later statement's parameter leaves the connection usable for the same body")
+    func pipelineRefusedThenUsed() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .seconds(3)))
+        let answer = try await pool.withConnection { db -> Int in
+            let refused = await #expect(throws: PostgresError.self) {
+                _ = try await db.pipeline([("SELECT 1", []), ("SELECT $1::text", [.text("a\u{0}b")])])
+            }
+            #expect(refused?.code == .invalidParameter)
+            // The same through a statement queued ahead.
+            db.enqueue("SELECT 1")
+            let queued = await #expect(throws: PostgresError.self) { _ = try await db.query("SELECT $1::text", ["a\u{0}b"]) }
+            #expect(queued?.code == .invalidParameter)
+            return try await db.query("SELECT 2")[0].decode(Int.self, at: 0)
+        }
+        #expect(answer == 2)
+        #expect(pool.statistics.failFastStarts == 0)
+        await pool.close()
+    }
+
     @Test("a pipeline whose new statements reach the connection's limit of prepared statements still runs: the names it collected before the limit's DEALLOCATE ALL are prepared again")
     func pipelineAcrossThePreparedLimit() async throws {
         // A generous deadline: the 1 022 round trips below took more than the default 5 s in a
