@@ -69,17 +69,28 @@ public final class PostgresListener: Sendable {
             let connection: PostgresConnection
             do {
                 connection = try await PostgresConnection.open(conninfo: conninfo, on: loop)
+                // Known before the LISTEN, so `disconnect()` (and `stop()`) can end a LISTEN
+                // that a silent server holds; stopped meanwhile, the disconnect came before the
+                // connection was known.
+                current.withLock { $0 = connection }
+                if stopped.load(ordering: .sequentiallyConsistent) {
+                    current.withLock { $0 = nil }
+                    break
+                }
                 try await connection.execute("LISTEN \(channel)")
             } catch {
+                current.withLock { $0 = nil }
+                if stopped.load(ordering: .sequentiallyConsistent) { break }
                 onEvent(.disconnected("\(error)"))
                 try? await Task.sleep(for: .milliseconds(Int(backoff * 1000)))
                 backoff = min(backoff * 2, 5)
                 continue
             }
             backoff = 0.2
-            current.withLock { $0 = connection }
-            // Stopped meanwhile: the disconnect came before the connection was known.
-            if stopped.load(ordering: .sequentiallyConsistent) { break }
+            if stopped.load(ordering: .sequentiallyConsistent) {
+                current.withLock { $0 = nil }
+                break
+            }
             onEvent(.connected)
             var reason = "the connection closed"
             while !stopped.load(ordering: .sequentiallyConsistent) {

@@ -545,7 +545,8 @@ final class Counter: Sendable {
 }
 
 /// A server that completes PostgreSQL's startup (authentication OK, ready for a query) and then
-/// reads and answers nothing: a stuck backend behind a pooler, or a wedged proxy.
+/// reads and answers nothing (or nothing after the setup): a stuck backend behind a pooler, or a
+/// wedged proxy.
 final class MuteServer: @unchecked Sendable {
     // Touched only by the test that owns it.
     private let process = Process()
@@ -576,6 +577,12 @@ final class MuteServer: @unchecked Sendable {
                     continue
                 break
             client.sendall(b"R" + struct.pack("!II", 8, 0) + b"Z" + struct.pack("!I", 5) + b"I")
+            if sys.argv[1] == "answers-setup":
+                # The first query (a connection's SETs) is answered; nothing after it.
+                kind = client.recv(1, socket.MSG_WAITALL)
+                length = struct.unpack("!I", client.recv(4, socket.MSG_WAITALL))[0]
+                client.recv(length - 4, socket.MSG_WAITALL)
+                client.sendall(b"C" + struct.pack("!I", 8) + b"SET\\0" + b"Z" + struct.pack("!I", 5) + b"I")
             while client.recv(65536):
                 pass
         while True:
@@ -583,9 +590,10 @@ final class MuteServer: @unchecked Sendable {
             threading.Thread(target=serve, args=(client,), daemon=True).start()
         """
 
-    init() throws {
+    /// `answeringSetup`: the first query of each connection (its setup) is answered, then nothing.
+    init(answeringSetup: Bool = false) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", Self.script]
+        process.arguments = ["python3", "-c", Self.script, answeringSetup ? "answers-setup" : "mute"]
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()

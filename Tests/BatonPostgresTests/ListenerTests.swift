@@ -94,3 +94,28 @@ struct ListenerTests {
         let ended = Atomic(false)
     }
 }
+
+extension ListenerTests {
+    // `stop()` could abort only a connection that had finished its LISTEN: stopped while a
+    // silent server held the LISTEN, it waited for good, and so did a graceful shutdown.
+    @Test("stop returns while a silent server holds the listener's LISTEN")
+    func stopDuringListen() async throws {
+        let server = try MuteServer(answeringSetup: true)
+        let events = Events()
+        let listener = PostgresListener(
+            conninfo: "host=127.0.0.1 port=\(server.port) user=baton dbname=baton sslmode=disable gssencmode=disable", channel: "baton_test"
+        ) { events.record($0) }
+        listener.start()
+        try await Task.sleep(for: .seconds(1))  // connected, set up, waiting for the LISTEN
+        let stopped = Mutex(false)
+        let stopping = Task {
+            await listener.stop()
+            stopped.withLock { $0 = true }
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !stopped.withLock({ $0 }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(stopped.withLock { $0 }, "stop() still waiting after 10 s")
+        #expect(!events.all.contains(.connected))
+        _ = stopping
+    }
+}
