@@ -553,14 +553,8 @@ final class MuteServer: @unchecked Sendable {
     let port: Int
     private let output = Pipe()
 
-    static let script = """
-        import os, socket, struct, sys, threading, time
-        parent = os.getppid()
-        def watch():
-            while os.getppid() == parent:
-                time.sleep(0.5)
-            os._exit(0)
-        threading.Thread(target=watch, daemon=True).start()
+    static let script = FaultProxy.parentWatch + """
+        import socket, struct, sys, threading
         server = socket.socket()
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind(("127.0.0.1", 0))

@@ -54,6 +54,39 @@ struct ReleaseTests {
         try await client.execute(uri: "/v3/screens/home", method: .get, headers: [:]).json["header"]?["title"]?.stringValue
     }
 
+    /// A flow whose second state shows the screen template `peek-detail`.
+    static let peekFlow = """
+        flow: peek
+        title: Peek
+        auth: user
+        start: ask
+        states:
+          ask:
+            input: { title: Anything }
+            on: { submit: detail, cancel: gone }
+          detail:
+            screen: { presentation: push, template: peek-detail }
+            on: { close: gone }
+          gone:
+            done: {}
+        """
+
+    /// The template `peek-detail`, showing `text`, with a Close button.
+    @Sendable static func peekTemplate(_ text: String) -> String {
+        """
+        screen: peek-detail
+        title: Peek
+        content:
+          id: peek-detail
+          title: Peek
+          sections:
+            - id: main
+              components:
+                - { type: text, id: text, text: \(text) }
+                - { type: button, id: close, title: Close, action: { type: command, event: close } }
+        """
+    }
+
     /// Waits until `condition` holds; returns how long it took.
     func within(_ limit: Duration, _ condition: () async throws -> Bool) async throws -> Duration {
         let start = ContinuousClock.now
@@ -165,33 +198,8 @@ struct ReleaseTests {
     @Test("a release may not drop a screen template that a definition still in use shows: active sessions', or while ramping the current release's flows")
     func templatesInUseKept() async throws {
         let (a, _) = try await replicas()
-        let peekFlow = """
-            flow: peek
-            title: Peek
-            auth: user
-            start: ask
-            states:
-              ask:
-                input: { title: Anything }
-                on: { submit: detail, cancel: gone }
-              detail:
-                screen: { presentation: push, template: peek-detail }
-                on: { close: gone }
-              gone:
-                done: {}
-            """
-        let peekTemplate = """
-            screen: peek-detail
-            title: Peek
-            content:
-              id: peek-detail
-              title: Peek
-              sections:
-                - id: main
-                  components:
-                    - { type: text, id: text, text: A peek. }
-                    - { type: button, id: close, title: Close, action: { type: command, event: close } }
-            """
+        let peekFlow = Self.peekFlow
+        let peekTemplate = Self.peekTemplate("A peek.")
         let withPeek = try files(welcome: "Welcome A") {
             $0["peek.yaml"] = peekFlow
             $0["screens/peek-detail.yaml"] = peekTemplate
@@ -232,35 +240,8 @@ struct ReleaseTests {
     @Test("a session on a definition a release replaced shows the templates served now; old engines are not kept past the release")
     func oldDefinitionsShowTheServedScreens() async throws {
         let (a, _) = try await replicas()
-        let peekFlow = """
-            flow: peek
-            title: Peek
-            auth: user
-            start: ask
-            states:
-              ask:
-                input: { title: Anything }
-                on: { submit: detail, cancel: gone }
-              detail:
-                screen: { presentation: push, template: peek-detail }
-                on: { close: gone }
-              gone:
-                done: {}
-            """
-        @Sendable func template(_ text: String) -> String {
-            """
-            screen: peek-detail
-            title: Peek
-            content:
-              id: peek-detail
-              title: Peek
-              sections:
-                - id: main
-                  components:
-                    - { type: text, id: text, text: \(text) }
-                    - { type: button, id: close, title: Close, action: { type: command, event: close } }
-            """
-        }
+        let peekFlow = Self.peekFlow
+        let template = Self.peekTemplate
         _ = try await publish(a.pool, try files(welcome: "Welcome A") {
             $0["peek.yaml"] = peekFlow
             $0["screens/peek-detail.yaml"] = template("Peek A.")

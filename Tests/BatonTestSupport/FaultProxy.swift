@@ -14,17 +14,23 @@ public final class FaultProxy: @unchecked Sendable {
         TestDatabase.repositoryRoot.appendingPathComponent("../shared/tools/tcp_fault_proxy.py").standardizedFileURL
     }
 
-    /// Runs the script (the first argument) and ends it once the test process that started it is
-    /// gone: a proxy a test never released (a static, a crash) must not outlive the run, polling
-    /// and holding ports on the next run's machine.
-    static let orphanGuard = """
-        import os, runpy, sys, threading, time
+    /// Python that ends its process once the test process that started it is gone: a helper
+    /// server a test never released (a static, a crash) must not outlive the run, polling and
+    /// holding ports on the next run's machine. For the start of a test's Python script.
+    public static let parentWatch = """
+        import os, threading, time
         parent = os.getppid()
         def watch():
             while os.getppid() == parent:
                 time.sleep(0.5)
             os._exit(0)
         threading.Thread(target=watch, daemon=True).start()
+
+        """
+
+    /// Runs the script (the first argument) under ``parentWatch``.
+    static let orphanGuard = parentWatch + """
+        import runpy, sys
         sys.argv = sys.argv[1:]
         runpy.run_path(sys.argv[0], run_name="__main__")
         """
