@@ -67,11 +67,13 @@ public struct MailtoURL: Sendable, Hashable {
     }
 
     /// DEL, the C1 controls (U+0085 among them), the line and paragraph separators, and format
-    /// characters (direction overrides, zero-width ones): not text in a header field.
+    /// characters (direction overrides, zero-width ones): not text in a header field. (The C0
+    /// controls are each caller's to judge: a body may hold tabs and line breaks.)
     static func isHiddenBreakOrFormat(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.value < 0x20 { return false }
         switch scalar.properties.generalCategory {
-        case .control, .format, .lineSeparator, .paragraphSeparator: true
-        default: false
+        case .control, .format, .lineSeparator, .paragraphSeparator: return true
+        default: return false
         }
     }
 

@@ -172,9 +172,14 @@ try:
     if driver.find_elements(By.CSS_SELECTOR, '#screens button[data-screen="gallery"]'):
         driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="gallery"]').click()
         wait_for("the gallery's omission in place", lambda: any("badge omitted: needs contract 2" in t for t in texts(client(2), ".studio-ghost")))
-        drawn = {e.get_attribute("data-component-type") for e in client(1).find_elements(By.CSS_SELECTOR, ".device__screen [data-component-type]")}
         expected = {"header", "text", "badge", "richText", "carousel", "artworkRow", "image", "spacer", "textField", "list", "detailRow", "button"}
-        assert expected <= drawn, f"not drawn: {sorted(expected - drawn)}"
+
+        def drawn():
+            return {e.get_attribute("data-component-type") for e in client(1).find_elements(By.CSS_SELECTOR, ".device__screen [data-component-type]")}
+
+        # Client 1 renders on its own: waited for as client 2 was, and read again if it
+        # redraws while being read (a stale element), rather than read once mid-render.
+        wait_for("the gallery drawn by contract 3", lambda: expected <= drawn())
         marks2 = texts(client(2), ".studio-mark")
         for note in ["carousel → list (contract 1)", "richText → text (contract 1)", "artworkRow → detailRow (contract 1)"]:
             assert any(note in t for t in marks2), (note, marks2)
