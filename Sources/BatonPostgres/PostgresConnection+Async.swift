@@ -18,6 +18,12 @@ extension PostgresConnection {
     /// Like ``query(_:_:)`` with parameters already in wire form.
     @discardableResult
     public func query(_ sql: String, parameters: [PostgresParameter]) async throws -> PostgresRows {
+        try await query(sql, parameters: parameters, preparedAgain: false)
+    }
+
+    /// `preparedAgain`: the statement was refused as unknown once and prepared again; a second
+    /// refusal is the caller's (a pooler that keeps no prepared statements refuses every time).
+    private func query(_ sql: String, parameters: [PostgresParameter], preparedAgain: Bool) async throws -> PostgresRows {
         if let refutation { throw refutation }
         if !deferred.isEmpty { return try await flushDeferred(then: (sql, parameters)) }
         let name = try await preparedName(for: sql)
@@ -27,10 +33,10 @@ extension PostgresConnection {
         guard sent == 1 else { throw connectionError() }
         do {
             return try await collect()
-        } catch let error as PostgresError where error.sqlState == SQLState.invalidSQLStatementName {
+        } catch let error as PostgresError where error.sqlState == SQLState.invalidSQLStatementName && !preparedAgain {
             // Someone ran DEALLOCATE ALL / DISCARD ALL behind our back: forget and retry once.
             preparedStatements.removeAll()
-            return try await query(sql, parameters: parameters)
+            return try await query(sql, parameters: parameters, preparedAgain: true)
         }
     }
 

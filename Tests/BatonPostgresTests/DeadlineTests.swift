@@ -577,6 +577,29 @@ final class MuteServer: @unchecked Sendable {
                 length = struct.unpack("!I", client.recv(4, socket.MSG_WAITALL))[0]
                 client.recv(length - 4, socket.MSG_WAITALL)
                 client.sendall(b"C" + struct.pack("!I", 8) + b"SET\\0" + b"Z" + struct.pack("!I", 5) + b"I")
+            if sys.argv[1] == "forgets-statements":
+                # Answers the setup and every Parse; every Execute of a prepared statement is
+                # refused with 26000, as behind a pooler whose backends do not keep them.
+                parsed, refused = False, False
+                while True:
+                    kind = client.recv(1, socket.MSG_WAITALL)
+                    if not kind or kind == b"X":
+                        return
+                    length = struct.unpack("!I", client.recv(4, socket.MSG_WAITALL))[0]
+                    client.recv(length - 4, socket.MSG_WAITALL)
+                    if kind == b"Q":
+                        client.sendall(b"C" + struct.pack("!I", 8) + b"SET\\0" + b"Z" + struct.pack("!I", 5) + b"I")
+                    elif kind == b"P":
+                        parsed = True
+                    elif kind == b"B":
+                        refused = True
+                    elif kind == b"S":
+                        out = b"1" + struct.pack("!I", 4) if parsed else b""
+                        if refused:
+                            fields = b"SERROR\\0VERROR\\0C26000\\0Mprepared statement does not exist\\0\\0"
+                            out += b"E" + struct.pack("!I", 4 + len(fields)) + fields
+                        client.sendall(out + b"Z" + struct.pack("!I", 5) + b"I")
+                        parsed, refused = False, False
             while client.recv(65536):
                 pass
         while True:
@@ -584,10 +607,20 @@ final class MuteServer: @unchecked Sendable {
             threading.Thread(target=serve, args=(client,), daemon=True).start()
         """
 
-    /// `answeringSetup`: the first query of each connection (its setup) is answered, then nothing.
-    init(answeringSetup: Bool = false) throws {
+    /// What the server answers after the startup.
+    enum Mode: String {
+        /// Nothing.
+        case mute
+        /// The first query of each connection (its setup), then nothing.
+        case answersSetup = "answers-setup"
+        /// The setup and every Parse; every Execute is refused with 26000 (the prepared
+        /// statement does not exist), as behind a pooler whose backends do not keep them.
+        case forgetsStatements = "forgets-statements"
+    }
+
+    init(_ mode: Mode = .mute) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", Self.script, answeringSetup ? "answers-setup" : "mute"]
+        process.arguments = ["python3", "-c", Self.script, mode.rawValue]
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -627,5 +660,23 @@ extension DeadlineTests {
         let failure = try #require(outcome, "a server that answers no statement gave a working connection")
         #expect(failure.code == .connectionFailed, "\(failure)")
         #expect(failure.message.contains("setup"), "\(failure)")
+    }
+}
+
+extension DeadlineTests {
+    // A statement the server says it does not know (26000: someone ran DISCARD ALL) is prepared
+    // again and retried once. It was retried for as long as the answer came, which behind a
+    // pooler that does not keep prepared statements is every time: until the deadline cut it.
+    @Test("a prepared statement refused as unknown again after it was prepared again is an error at once, not a retry until the deadline")
+    func unknownStatementRetriedOnce() async throws {
+        let server = try MuteServer(.forgetsStatements)
+        let pool = PostgresPool(
+            configuration: .init(
+                conninfo: "host=127.0.0.1 port=\(server.port) user=baton dbname=baton sslmode=disable gssencmode=disable", maxConnections: 1,
+                callTimeout: .seconds(3)))
+        let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(error?.sqlState == SQLState.invalidSQLStatementName, "\(String(describing: error))")
+        #expect(pool.statistics.failFastStarts == 0)
+        await pool.close()
     }
 }

@@ -100,7 +100,7 @@ extension ListenerTests {
     // silent server held the LISTEN, it waited for good, and so did a graceful shutdown.
     @Test("stop returns while a silent server holds the listener's LISTEN")
     func stopDuringListen() async throws {
-        let server = try MuteServer(answeringSetup: true)
+        let server = try MuteServer(.answersSetup)
         let events = Events()
         let listener = PostgresListener(
             conninfo: "host=127.0.0.1 port=\(server.port) user=baton dbname=baton sslmode=disable gssencmode=disable", channel: "baton_test"
