@@ -407,10 +407,28 @@ struct PoolTests {
                 return value
             }
         }
-        while reading.value == 0 { try await Task.sleep(for: .milliseconds(5)) }
-        faults.holdNextHandOver(for: .milliseconds(1500))
-        let caller = Task { try await pool.withConnection(timeout: .seconds(1)) { try await $0.query("SELECT 1") } }
-        while pool.statistics.waiters == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        // Every wait here is bounded: a scenario that did not come about fails the test rather
+        // than hanging the pass (a CI pass hung here once, for 340 s, in one of these loops).
+        let noLater = ContinuousClock.now + .seconds(30)
+        while reading.value == 0 {
+            guard ContinuousClock.now < noLater else {
+                Issue.record("the reader never read")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        // The caller must still be waiting when the loop below sees it: 3 s to be seen (a busy
+        // parallel pass has kept this task from running for over a second), then handed the
+        // connection 1.5 s after that.
+        faults.holdNextHandOver(for: .milliseconds(4500))
+        let caller = Task { try await pool.withConnection(timeout: .seconds(3)) { try await $0.query("SELECT 1") } }
+        while pool.statistics.waiters == 0 {
+            guard ContinuousClock.now < noLater else {
+                Issue.record("the caller never waited for the connection")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
         open.yield()
         #expect(try await reader.value == 1)
         #expect(await #expect(throws: PostgresError.self) { try await caller.value }?.code == .poolTimeout)
