@@ -182,27 +182,30 @@ public final class BearerAuthenticator: Sendable {
     }
 
     /// The reading jwt-kit gives the header, for the headers the fast path leaves alone.
-    /// A token's header as jwt-kit reads it (Foundation's `JSONDecoder`): its `alg`, and whether
-    /// it has `crit`.
-    static func headerThroughFoundation(ofToken token: String) -> (alg: String?, crit: Bool?)? {
+    /// A token's header as jwt-kit reads it (Foundation's `JSONDecoder`): its `kid` and `alg`,
+    /// and whether it has `crit`; nil when it does not decode, or its `kid` is not text.
+    static func headerThroughFoundation(ofToken token: String) -> (kid: String?, alg: String?, crit: Bool)? {
         guard let header = token.split(separator: ".", omittingEmptySubsequences: false).first else { return nil }
         var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         struct Header: Decodable {
+            enum Key: String, CodingKey { case kid, alg, crit }
+            var kid: String?
             var alg: String?
-            var crit: [String]?
+            var crit: Bool
+            init(from decoder: any Decoder) throws {
+                let members = try decoder.container(keyedBy: Key.self)
+                kid = try members.decodeIfPresent(String.self, forKey: .kid)
+                alg = try? members.decodeIfPresent(String.self, forKey: .alg)
+                crit = members.contains(.crit)
+            }
         }
         guard let data = Data(base64Encoded: base64), let parsed = try? JSONDecoder().decode(Header.self, from: data) else { return nil }
-        return (parsed.alg, parsed.crit.map { _ in true })
+        return (parsed.kid, parsed.alg, parsed.crit)
     }
 
     static func keyIDThroughFoundation(ofToken token: String) -> String? {
-        guard let header = token.split(separator: ".", omittingEmptySubsequences: false).first else { return nil }
-        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        struct Header: Decodable { var kid: String? }
-        guard let data = Data(base64Encoded: base64), let parsed = try? JSONDecoder().decode(Header.self, from: data) else { return nil }
-        return parsed.kid
+        headerThroughFoundation(ofToken: token)?.kid
     }
 
     /// The claims of an HS256 token verified without jwt-kit, or nil to leave the token to
@@ -325,7 +328,7 @@ public final class BearerAuthenticator: Sendable {
             // know (RFC 8725 §3.1, RFC 7515 §4.1.11), or it is refused.
             let expected = kid.flatMap { algorithms[$0] } ?? defaultAlgorithm
             guard let header = Self.headerThroughFoundation(ofToken: token) else { throw Failure(description: "the bearer token is not valid") }
-            guard header.alg == expected, header.crit == nil else {
+            guard header.alg == expected, !header.crit else {
                 throw Failure(description: "the bearer token's header does not fit its key (alg \(expected ?? "?"), no crit)")
             }
             do {
