@@ -102,6 +102,30 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether a failure to open a connection was the server's refusal: it answered and said no.
+    /// That is a server that allows fewer connections than asked for (53300: `too many clients`,
+    /// a role's or database's `CONNECTION LIMIT`), or a login that fails now (28000, 28P01: a
+    /// password changed under running connections). Not a server that is not there (refused,
+    /// reset, timed out, unreachable) or not yet (57P03: starting up, shutting down, in
+    /// recovery). The pool lets a place rest only after such a refusal.
+    ///
+    /// libpq gives no SQLSTATE for a failed startup. The server's error is in its message as libpq
+    /// lays it out, `<severity>:  <text>` with two spaces, whatever language the server speaks;
+    /// libpq's own messages (`Connection refused`, `server closed the connection unexpectedly`,
+    /// `timeout expired`) have no such part. 57P03's texts all begin `the database system is`:
+    /// from a server whose messages are translated, that one is taken for a refusal.
+    public var isRefusalByServer: Bool {
+        switch code {
+        case .server:
+            guard let sqlState else { return false }
+            return sqlState.hasPrefix("53") || sqlState.hasPrefix("28")
+        case .connectionFailed:
+            return message.contains(":  ") && !message.contains("the database system is")
+        default:
+            return false
+        }
+    }
+
     /// Whether the server refused the data itself — a data exception (class 22: a value too long,
     /// malformed, out of range) or an integrity violation (class 23: a check, a foreign key) —
     /// rather than the statement or the connection failing.

@@ -652,15 +652,15 @@ public final class PostgresPool: Sendable {
             } else {
                 connection = try await connect(on: loop, call: call)
                 slot.connection = connection
-                state.withLock { _ in slot.failures = 0 }
                 opened = true
+                endRests(after: slot)
             }
         } catch {
             if call.cut {
                 release(slot)
                 throw timedOut()
             }
-            if rest(slot) {
+            if rest(slot, after: error) {
                 restObserver?(error as? PostgresError ?? PostgresError(code: .connectionFailed, message: "\(error)"))
                 throw SlotRests()
             }
@@ -755,29 +755,49 @@ public final class PostgresPool: Sendable {
     static let firstRest = Duration.seconds(1)
     static let longestRest = Duration.seconds(30)
 
-    /// Sets `slot` aside after its connection could not be opened, if another connection is
-    /// open or being opened (there is one to wait for); it comes back after its pause. Returns
-    /// false, and leaves the slot to its caller, when there is none.
-    private func rest(_ slot: Slot) -> Bool {
+    /// Sets `slot` aside after its connection could not be opened, if the server refused it
+    /// (``PostgresError/isRefusalByServer``) and another connection is open or being opened (there is one to
+    /// wait for); it comes back after its pause. Returns false, and leaves the slot to its caller,
+    /// otherwise: a server that is not there, or not yet (a restart, a failover, the network),
+    /// fails the call at once instead of parking the places one by one while the open
+    /// connections, as dead as this one, are still counted.
+    private func rest(_ slot: Slot, after error: any Error) -> Bool {
+        let refused = (error as? PostgresError)?.isRefusalByServer == true
         let pause = state.withLock { state -> Duration? in
             state.connectFailures += 1
-            guard !state.closed, state.open > 0 || state.connecting > 0 else { return nil }
+            guard refused, !state.closed, state.open > 0 || state.connecting > 0 else { return nil }
             slot.failures += 1
             slot.rests = true
+            slot.restsTaken &+= 1
             state.busy -= 1
             return min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5)))
         }
         guard let pause else { return false }
-        timerLoop.scheduleTask(in: TimeAmount(pause)) { self.endRest(slot) }
+        let taken = state.withLock { _ in slot.restsTaken }
+        timerLoop.scheduleTask(in: TimeAmount(pause)) { self.endRest(slot, taken) }
         return true
+    }
+
+    /// A connection was opened for `slot`: the server takes connections again, so the places
+    /// resting end their pauses now (each is tried when the load asks for it, and rests again,
+    /// for longer, if the server still refuses it), rather than leave the pool short for up to
+    /// ``longestRest`` after a spell in which the server refused connections.
+    private func endRests(after slot: Slot) {
+        let resting = state.withLock { _ -> [(Slot, Int)] in
+            slot.failures = 0
+            return slots.filter(\.rests).map { ($0, $0.restsTaken) }
+        }
+        for (place, taken) in resting { endRest(place, taken) }
     }
 
     /// A resting place's pause is over: the first waiter tries it, or it goes back to the idle
     /// list behind the places that have a connection, so that it is tried only when they are
-    /// all taken. (Only this takes a place out of `resting`, once per rest.)
-    private func endRest(_ slot: Slot) {
+    /// all taken. (Only this takes a place out of `resting`, once per rest: its timer, or
+    /// `endRests` first; `taken` names the rest, so that the timer of one `endRests` ended does
+    /// not end the next.)
+    private func endRest(_ slot: Slot, _ taken: Int) {
         let waiter = state.withLock { state -> Waiter? in
-            guard slot.rests else { return nil }
+            guard slot.rests, slot.restsTaken == taken else { return nil }
             slot.rests = false
             guard !state.waiters.isEmpty else {
                 state.idle.insert(slot, at: 0)
@@ -929,6 +949,9 @@ private final class Slot: @unchecked Sendable {
     /// Whether the slot rests: its connection could not be opened, and it waits for its pause to
     /// end (see `rest`); under the pool's lock.
     var rests = false
+    /// How many rests the slot has taken: names the current one (`endRest`); under the pool's
+    /// lock.
+    var restsTaken = 0
 
     init(loop: any DatabaseLoop) { self.loop = loop }
 }

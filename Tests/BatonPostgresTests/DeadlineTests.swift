@@ -680,3 +680,84 @@ extension DeadlineTests {
         await pool.close()
     }
 }
+
+extension DeadlineTests {
+    // A place whose connect failed rested (and its caller waited for another connection)
+    // whenever another connection was counted open, dead ones included, or being opened: when
+    // the database went away under load, every place rested in turn, callers queued behind
+    // them until the pool's timeout, and once the database was back the pool served on the
+    // few places not resting until each pause (1 s, doubling to 30 s) ran out.
+    @Test("a database that goes away under load: calls fail at once and no place rests; once it is back, every place serves at once")
+    func outageRestsNoPlace() async throws {
+        let conninfo = try await TestDatabase.make()
+        let address = try await TestDatabase.tcpAddress()
+        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
+        let pool = PostgresPool(
+            configuration: .init(
+                conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 4,
+                acquireTimeout: .seconds(5), callTimeout: .seconds(5)))
+        try await Self.together(4, on: pool, within: .seconds(10))
+        #expect(pool.statistics.open == 4, "\(pool.statistics)")
+
+        // The server goes away: its connections end, new ones are refused.
+        try proxy.send("down")
+        let outcomes = await withTaskGroup(of: [(Duration, PostgresError?)].self) { group in
+            let end = ContinuousClock.now + .seconds(3)
+            for _ in 0..<16 {
+                group.addTask {
+                    var outcomes: [(Duration, PostgresError?)] = []
+                    while ContinuousClock.now < end {
+                        let started = ContinuousClock.now
+                        do {
+                            _ = try await pool.query("SELECT 1")
+                            outcomes.append((ContinuousClock.now - started, nil))
+                        } catch {
+                            outcomes.append((ContinuousClock.now - started, error as? PostgresError))
+                        }
+                    }
+                    return outcomes
+                }
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        let slowest = outcomes.map(\.0).max() ?? .zero
+        #expect(slowest < .seconds(2), "a call waited \(slowest) for a database that was down")
+        #expect(outcomes.allSatisfy { $0.1?.code == .connectionFailed || $0.1?.code == .connectionLost }, "\(outcomes.compactMap(\.1).map(\.code).filter { $0 != .connectionFailed && $0 != .connectionLost }.prefix(3))")
+        #expect(pool.statistics.resting == 0, "\(pool.statistics)")
+
+        // It comes back: four callers hold a connection each at the same time within 3 s.
+        try proxy.send("up")
+        try await Self.together(4, on: pool, within: .seconds(3))
+        await pool.close()
+    }
+
+    /// `count` callers on `pool` that each, holding a connection, wait for all of them to hold
+    /// one: they fail unless the pool gives `count` connections at once within `limit`.
+    static func together(_ count: Int, on pool: PostgresPool, within limit: Duration) async throws {
+        let inside = Counter()
+        let end = ContinuousClock.now + limit
+        let seen = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    while ContinuousClock.now < end {
+                        do {
+                            return try await pool.withConnection(timeout: end - ContinuousClock.now) { connection in
+                                _ = try await connection.query("SELECT 1")
+                                inside.increment()
+                                while inside.value < count, ContinuousClock.now < end {
+                                    try await Task.sleep(for: .milliseconds(5))
+                                }
+                                return inside.value >= count
+                            }
+                        } catch let error as PostgresError where error.isUnavailable {
+                            try await Task.sleep(for: .milliseconds(50))
+                        }
+                    }
+                    return false
+                }
+            }
+            return try await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(seen.allSatisfy { $0 }, "\(count) callers did not hold a connection each at once within \(limit): \(pool.statistics)")
+    }
+}

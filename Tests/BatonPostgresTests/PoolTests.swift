@@ -580,6 +580,62 @@ struct PoolTests {
         #expect(pool.statistics.open <= 2, "\(pool.statistics)")
     }
 
+    @Test("a connection that opens ends the rests of the places the server refused: the pool is not left short once the server takes connections again")
+    func restsEndWhenAConnectionOpens() async throws {
+        let limited = try await LimitedRole(connectionLimit: 1, maxConnections: 2, acquireTimeout: .seconds(30))
+        defer { limited.dispose() }
+        let (role, admin, pool) = (limited.role, limited.admin, limited.pool)
+        let (holder, gate) = Self.holder(on: pool)
+        defer { gate.finish() }
+        for _ in 0..<1000 where pool.statistics.open < 1 || pool.statistics.inUse < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        // A second caller is refused (the role may hold one connection): its place rests 1 s.
+        let refused = Task { try await pool.query("SELECT 1") }
+        for _ in 0..<1000 where pool.statistics.resting < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        let rested = ContinuousClock.now
+        try #require(pool.statistics.resting == 1, "\(pool.statistics)")
+        // The server takes two now; the held connection ends, so the caller that gets it next
+        // opens a new one.
+        try await admin.withConnection { connection in
+            try await connection.execute("ALTER ROLE \(role) CONNECTION LIMIT 2")
+            _ = try await connection.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", [role])
+            for _ in 0..<200 where try await connection.query("SELECT count(*) FROM pg_stat_activity WHERE usename = $1", [role])[0].decode(Int.self, at: 0) > 0 {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        gate.finish()
+        _ = try? await holder.value
+        _ = try await refused.value
+        #expect(pool.statistics.connectionsOpened == 2, "\(pool.statistics)")
+        if ContinuousClock.now - rested < .milliseconds(900) {
+            #expect(pool.statistics.resting == 0, "the opened connection ended the rest: \(pool.statistics)")
+        } else {
+            print("restsEndWhenAConnectionOpens: the rest's own second ran out first; not checked")
+        }
+    }
+
+    @Test("a place rests only after the server answered and refused its connection: not when it is not there, or starting up")
+    func refusalByServer() {
+        func failed(_ reason: String) -> PostgresError {
+            PostgresError(code: .connectionFailed, message: "connection to server at \"127.0.0.1\", port 5432 failed: " + reason)
+        }
+        // Refusals: the server answered, in any language.
+        #expect(failed("FATAL:  sorry, too many clients already").isRefusalByServer)
+        #expect(failed("FATAL:  too many connections for role \"app\"").isRefusalByServer)
+        #expect(failed("FATAL:  password authentication failed for user \"app\"").isRefusalByServer)
+        #expect(failed("FATAL:  Passwort-Authentifizierung für Benutzer »app« fehlgeschlagen").isRefusalByServer)
+        #expect(PostgresError(code: .server, sqlState: SQLState.tooManyConnections, message: "too many").isRefusalByServer)
+        // A server that is not there, or not yet.
+        #expect(!failed("Connection refused\n\tIs the server running on that host and accepting TCP/IP connections?").isRefusalByServer)
+        #expect(
+            !failed("server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request.")
+                .isRefusalByServer)
+        #expect(!failed("timeout expired").isRefusalByServer)
+        #expect(!failed("FATAL:  the database system is starting up").isRefusalByServer)
+        #expect(!failed("FATAL:  the database system is shutting down").isRefusalByServer)
+        #expect(!PostgresError(code: .server, sqlState: SQLState.cannotConnectNow, message: "starting up").isRefusalByServer)
+        #expect(!PostgresError(code: .connectionLost, message: "FATAL:  terminating connection due to administrator command").isRefusalByServer)
+    }
+
     @Test("an unreachable server fails fast with connectionFailed, classified as unavailable")
     func unreachable() async throws {
         let pool = PostgresPool(configuration: .init(conninfo: "host=127.0.0.1 port=1 connect_timeout=2 dbname=nothing", maxConnections: 1))
@@ -587,6 +643,7 @@ struct PoolTests {
         let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
         #expect(error?.code == .connectionFailed)
         #expect(error?.isUnavailable == true)
+        #expect(error?.isRefusalByServer == false, "\(String(describing: error))")
         // The slot is given back: the pool is not left thinking a connection is open.
         #expect(pool.statistics.open == 0)
     }
