@@ -31,6 +31,7 @@ extension PostgresConnection {
             name.withUnsafeBufferPointer { PQsendQueryPrepared(handle, $0.baseAddress, count, values, lengths, formats, 0) }
         }
         guard sent == 1 else { throw connectionError() }
+        noteSent()
         do {
             return try await collect()
         } catch let error as PostgresError where error.sqlState == SQLState.invalidSQLStatementName && !preparedAgain {
@@ -145,12 +146,27 @@ extension PostgresConnection {
         // transaction itself: a failure then is a plain lost connection, safe to retry.
         guard isOpen else { throw connectionError() }
         let serverSpokeFirst = serverSpoke(exactly: true)
+        sendingCommit = true
+        commitLeft = false
+        defer { sendingCommit = false }
         do {
             try await query("COMMIT", parameters: [])
         } catch let error as PostgresError where !serverSpokeFirst && (error.code == .connectionLost || !isOpen) {
             throw PostgresError(
                 code: .commitOutcomeUnknown, message: "the connection broke after COMMIT was sent; the transaction may have committed")
+        } catch let error as PostgresError where error.code == .timedOut && commitLeft {
+            // The deadline cut the wait for COMMIT's answer: the server may have committed (a
+            // synchronous standby gone, a slow network) as surely as when the connection breaks.
+            throw PostgresError(
+                code: .commitOutcomeUnknown,
+                message: "the call's deadline passed after COMMIT was sent (\(error.message)); the transaction may have committed")
         }
+    }
+
+    /// COMMIT was handed to libpq to send, before any deadline cut the connection: from here a
+    /// cut leaves its outcome unknown (`commit`).
+    private func noteSent() {
+        if sendingCommit, abortReason == nil { commitLeft = true }
     }
 
     // MARK: - Pipelining
@@ -221,6 +237,7 @@ extension PostgresConnection {
             guard sent == 1 else { throw connectionError() }
         }
         guard PQpipelineSync(handle) == 1 else { throw connectionError() }
+        noteSent()
         roundTrips += 1
         try await flush()
         var outcomes: [Result<PostgresRows, any Error>?] = []

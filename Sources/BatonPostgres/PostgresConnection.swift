@@ -25,6 +25,10 @@ public final class PostgresConnection: @unchecked Sendable {
     var driver: (any SocketDriver)?
     /// Set on the loop when a deadline cut the connection: every later wait throws it.
     var abortReason: PostgresError?
+    /// COMMIT is being sent (`commit`), and whether it was handed to libpq before any cut: a
+    /// deadline that cuts the wait for its answer leaves the transaction's outcome unknown.
+    var sendingCommit = false
+    var commitLeft = false
     /// The server refused a write as read-only (25006) and says it takes none: a standby, a
     /// primary demoted under the connection, or `default_transaction_read_only`. The error is
     /// then ``PostgresError/Code/unavailable``, and the pool does not reuse the connection, so

@@ -675,7 +675,11 @@ public final class PostgresPool: Sendable {
         let result = await Result { try await body(connection) }
         // A cut call was accounted for by its deadline (`heard`).
         finish(slot, connection, answered: !call.cut && connection.answers != call.answers)
-        if call.cut { throw timedOut() }
+        if call.cut {
+            // A cut that came after COMMIT was sent says so: the transaction may have committed.
+            if case .failure(let error as PostgresError) = result, error.code == .commitOutcomeUnknown { throw error }
+            throw timedOut()
+        }
         return try result.get()
     }
 

@@ -277,6 +277,56 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    // A deadline that cut the wait for COMMIT's answer was reported as `timedOut` ("its
+    // statement was cancelled"), while the server may well have committed: a synchronous
+    // standby gone, a slow network. The runtime takes its replay path only on
+    // commitOutcomeUnknown.
+    @Test("a deadline that cuts the wait for COMMIT's answer is commitOutcomeUnknown, never retried: the server may have committed (here it did, once)")
+    func commitCutByDeadline() async throws {
+        let conninfo = try await TestDatabase.make()
+        let address = try await TestDatabase.tcpAddress()
+        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
+        let direct = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        try await direct.query("CREATE TABLE marks (id serial PRIMARY KEY)")
+        let pool = PostgresPool(
+            configuration: .init(conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 1))
+        let runs = Counter()
+        func mark() async throws {
+            try await pool.withTransaction(timeout: .seconds(2)) { connection in
+                runs.increment()
+                connection.enqueue("INSERT INTO marks DEFAULT VALUES")
+            }
+        }
+        // Warm: the statements are prepared, so BEGIN, the INSERT and COMMIT go in one round trip.
+        try await mark()
+        // Each way takes 1.5 s: the server commits after 1.5 s, its answer would arrive after 3.
+        try proxy.send("latency 1500")
+        let error = await #expect(throws: PostgresError.self) { try await mark() }
+        try proxy.send("latency 0")
+        #expect(error?.code == .commitOutcomeUnknown, "\(String(describing: error))")
+        #expect(runs.value == 2, "the body ran once more, not again after the cut")
+        var marks = 0
+        for _ in 0..<50 {
+            marks = try await direct.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0)
+            if marks > 1 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(marks == 2, "the server committed the cut transaction, once")
+
+        // A cut before COMMIT was sent is a plain timeout: nothing was committed. (Once the
+        // fail-fast the cut started has ended: the probe gets through.)
+        try await Self.waitFor("the fail-fast to end") { !pool.statistics.isFailingFast }
+        let before = await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction(timeout: .seconds(2)) { connection in
+                try await connection.query("INSERT INTO marks DEFAULT VALUES")
+                try await connection.query("SELECT pg_sleep(5)")
+            }
+        }
+        #expect(before?.code == .timedOut, "\(String(describing: before))")
+        await pool.close()
+        await direct.close()
+    }
+
     @Test("a deadline that passes while a new connection is set up: the body never starts, the pool keeps the connection and does not fail fast")
     func deadlineWhileSettingUp() async throws {
         let (pool, faults) = try await Self.poolWithFaults()
