@@ -260,7 +260,7 @@ extension PostgresConnection {
             let status = PQresultStatus(result)
             PQclear(result)
             if status == PGRES_PIPELINE_SYNC {
-                answers += 1
+                answered()
                 break
             }
         }
@@ -300,10 +300,16 @@ extension PostgresConnection {
             do { rows = try check(result) } catch { if firstError == nil { firstError = error } }
         }
         // The server answered, an error included; not a connection libpq found lost.
-        if counted, isOpen { answers += 1 }
+        if counted, isOpen { answered() }
         if let firstError { throw firstError }
         guard let rows else { throw connectionError() }
         return rows
+    }
+
+    /// Counts an answer (``answers``) and notes its time (``lastAnswer``).
+    private func answered() {
+        answers += 1
+        lastAnswer = .now
     }
 
     /// Sends whatever libpq still buffers, waiting while the socket is full.

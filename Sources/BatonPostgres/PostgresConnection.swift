@@ -67,6 +67,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// still answer it. The pool tells a database that answers from one that has gone silent by
     /// it.
     public internal(set) var answers = 0
+    /// When the last of ``answers`` came: a deadline that cuts a call whose database answered
+    /// moments ago is not taken for a silent database (``PostgresPool``).
+    public internal(set) var lastAnswer: ContinuousClock.Instant?
     /// Set when a statement sent ahead with `requiringRows` found none: later statements throw
     /// it without being sent, until ``restartTransaction()``.
     var refutation: PostgresError?

@@ -41,8 +41,9 @@ public final class PostgresPool: Sendable {
         /// ``PostgresError/Code/timedOut`` at once, the statement (or a connect the server has not
         /// answered) is cancelled and the connection discarded, and the pool fails fast until the
         /// database answers again — unless the call started with its deadline nearly spent (then
-        /// only when such cuts go on with nothing answered), or started before the last
-        /// fail-fast ended (`deadlinePassed`). A call whose deadline passes before anything of it
+        /// only when such cuts go on with nothing answered), the database answered the call
+        /// itself moments before the cut (a long body of quick statements), or the call started
+        /// before the last fail-fast ended (`deadlinePassed`). A call whose deadline passes before anything of it
         /// reached the server (it waited for a connection, or a new one was being set up) gets
         /// ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
         public var callTimeout: Duration
@@ -624,6 +625,7 @@ public final class PostgresPool: Sendable {
             var cut = Cut(started: now, lateWindow: window, limit: limit)
             if let connection = call.connection {
                 cut.heard = connection.answers != call.answers
+                cut.answeredLately = cut.heard && connection.lastAnswer.map { ContinuousClock.now - $0 < evidence } == true
                 connection.abort(timedOut())
             } else if let connecting = call.connecting {
                 call.connecting = nil
@@ -872,6 +874,11 @@ public final class PostgresPool: Sendable {
     /// A call that started before the last fail-fast ended and is cut after belongs to that
     /// episode (the database was silent when it asked): it starts no new one.
     ///
+    /// A call that started in time and whose database answered it less than its silence evidence
+    /// (``silenceEvidence``, or half its limit) before the cut did not meet a silent database: a
+    /// long body of quick statements, or one a busy loop stretched past its deadline. Its
+    /// connection is replaced (it was cut), and nothing else happens.
+    ///
     /// A call that started late — with less than its `lateWindow` left: under overload, the
     /// head of a queue as long as the deadline — and was cut (its statement, or its connect)
     /// says the queue was long more than that the database is silent; taking it for silence
@@ -898,7 +905,13 @@ public final class PostgresPool: Sendable {
             state.deadlineExpiries += 1
             if cut.heard { state.answers &+= 1 }
             if let ended = state.silenceEnded, cut.started < ended { return nil }
-            if let window = cut.lateWindow, !state.lateCutIsEvidence(cut, window: window, at: now) { return nil }
+            if let window = cut.lateWindow {
+                if !state.lateCutIsEvidence(cut, window: window, at: now) { return nil }
+            } else if cut.answeredLately {
+                // A long body of quick statements, or one a busy loop stretched: the database
+                // answered it moments ago, so its connection is replaced but nobody else fails.
+                return nil
+            }
             guard state.silentSince == nil, !state.closed else { return nil }
             state.silentSince = .now
             state.failFastStarts += 1
@@ -991,6 +1004,8 @@ private struct Cut {
     var limit: Duration
     /// The call had an answer of its own before the cut.
     var heard = false
+    /// And the last came less than the call's silence evidence before the cut.
+    var answeredLately = false
     /// What was cut was a connect.
     var connect = false
 }

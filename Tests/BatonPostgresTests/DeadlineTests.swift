@@ -811,3 +811,31 @@ extension DeadlineTests {
         #expect(seen.allSatisfy { $0 }, "\(count) callers did not hold a connection each at once within \(limit): \(pool.statistics)")
     }
 }
+
+extension DeadlineTests {
+    // A call that started in time and was cut always started fail-fast, though the database had
+    // answered its every statement within milliseconds: a long body of quick statements (or one
+    // stretched by a busy loop) threw away every caller waiting and answered 503 until the probe.
+    @Test("a long body of quick statements cut by its deadline: the connection is replaced, but the pool does not fail fast and the next caller is served")
+    func cutWhileAnswered() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1, callTimeout: .seconds(2)))
+        _ = try await pool.query("SELECT 1")
+        let long = Task {
+            try await pool.withConnection { connection in
+                for _ in 0..<40 {
+                    _ = try await connection.query("SELECT 1")
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(1000))
+        // Waiting for the connection when the long body is cut: its own deadline has a second left then.
+        let next = Task { try await pool.query("SELECT 2")[0].decode(Int.self, at: 0) }
+        let cut = await #expect(throws: PostgresError.self) { try await long.value }
+        #expect(cut?.code == .timedOut, "\(String(describing: cut))")
+        #expect(try await next.value == 2)
+        #expect(pool.statistics.failFastStarts == 0, "\(pool.statistics)")
+        #expect(pool.statistics.deadlineExpiries == 1 && pool.statistics.connectionsDiscarded == 1, "\(pool.statistics)")
+        await pool.close()
+    }
+}
