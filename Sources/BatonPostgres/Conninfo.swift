@@ -39,10 +39,11 @@ public enum Conninfo {
         settings.sorted { $0.key < $1.key }.map { "\($0.key)='\(escape($0.value))'" }.joined(separator: " ")
     }
 
-    /// The same settings with the password hidden, for logs and error messages.
+    /// The same settings with the secrets hidden (the password, and the client key's
+    /// `sslpassword`), for logs and error messages.
     public static func redacted(_ conninfo: String) -> String {
         guard var settings = try? parse(conninfo) else { return "<unparsable connection string>" }
-        if settings["password"] != nil { settings["password"] = "***" }
+        for secret in ["password", "sslpassword"] where settings[secret] != nil { settings[secret] = "***" }
         return settings.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
     }
 

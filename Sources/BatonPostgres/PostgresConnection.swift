@@ -167,24 +167,32 @@ public final class PostgresConnection: @unchecked Sendable {
         // If this throws, every stored property is set, so Swift runs deinit (which calls
         // PQfinish): the handle must not be finished here as well.
         //
-        // `connect_timeout` ends with the startup: a server (or a pooler in front of a stuck
-        // one) that completes it and then answers nothing would hold this round trip for good.
-        // So it has the connect timeout too: past it, the socket is shut down, which ends the
-        // wait with an error.
-        let watch = SetupWatch(socket: PQsocket(connection))
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(ms.connect) * 1000)) { watch.cutUnlessDone() }
-        do {
-            defer { watch.done() }
+        // `connect_timeout` ends with the startup, so this round trip has the connect timeout
+        // as a bound of its own.
+        try bounded(by: .seconds(ms.connect), passed: { "the server accepted the connection but did not answer its setup within \(ms.connect) s (\($0))" }) {
             try execute(
                 """
                 SET DateStyle = 'ISO, YMD'; SET TimeZone = 'UTC'; SET bytea_output = 'hex';
                 SET statement_timeout = \(ms.statement); SET lock_timeout = \(ms.lock);
                 SET idle_in_transaction_session_timeout = \(ms.idle); SET tcp_user_timeout = \(ms.tcp)
                 """)
+        }
+    }
+
+    /// Runs `body`'s blocking statements with a bound of their own. A server (or a pooler in
+    /// front of a stuck one) that completes the startup and then answers nothing would hold a
+    /// blocking round trip for good: past `limit` the socket is shut down (under the lock the
+    /// body's end takes), which ends libpq's wait with an error, thrown as `connectionFailed`
+    /// with the message `passed` makes of libpq's.
+    @available(*, noasync, message: "blocks the thread: in async code (a pool's body) use the async form")
+    func bounded<R>(by limit: Duration, passed: (String) -> String, _ body: () throws -> R) throws -> R {
+        let watch = SetupWatch(socket: PQsocket(handle))
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(limit / .nanoseconds(1)))) { watch.cutUnlessDone() }
+        do {
+            defer { watch.done() }
+            return try body()
         } catch let error as PostgresError where watch.wasCut {
-            throw PostgresError(
-                code: .connectionFailed,
-                message: "the server accepted the connection but did not answer its setup within \(ms.connect) s (\(error.message))")
+            throw PostgresError(code: .connectionFailed, message: passed(error.message))
         }
     }
 

@@ -933,13 +933,17 @@ public final class PostgresPool: Sendable {
         probeLimits.connect = .seconds(2)
         let limits = probeLimits
         let conninfo = configuration.conninfo
-        startThread(named: "baton-db-probe") { [self] in
-            while !state.withLock({ $0.closed }) {
+        // Weak: a pool let go of without `close()` (a command's, a test's) ends its probe too.
+        startThread(named: "baton-db-probe") { [weak self] in
+            while let pool = self, !pool.state.withLock({ $0.closed }) {
+                // `SELECT 1` has the connect timeout as its bound, as the setup has: a server that
+                // answers connects and no statement held the probe in it for good, and the pool
+                // failed fast until the process ended.
                 if let connection = try? PostgresConnection(conninfo: conninfo, limits: limits),
-                    (try? connection.query("SELECT 1")) != nil
+                    (try? connection.bounded(by: limits.connect, passed: { $0 }) { try connection.query("SELECT 1") }) != nil
                 {
                     let now = ContinuousClock.now
-                    state.withLock {
+                    pool.state.withLock {
                         $0.silentSince = nil
                         $0.silenceEnded = now
                         $0.lateCuts = nil

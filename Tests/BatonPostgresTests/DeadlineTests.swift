@@ -839,3 +839,55 @@ extension DeadlineTests {
         await pool.close()
     }
 }
+
+extension DeadlineTests {
+    /// How many fail-fast probes run in this process now.
+    static func probes() -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.count { task in
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.hasPrefix("baton-db-probe") == true
+        }
+    }
+
+    /// A pool of one on `server` whose first call is cut (the server answers no statement): it
+    /// fails fast, and its probe runs.
+    static func failingFast(on server: MuteServer) async throws -> PostgresPool {
+        let pool = PostgresPool(
+            configuration: .init(
+                conninfo: "host=127.0.0.1 port=\(server.port) user=baton dbname=baton sslmode=disable gssencmode=disable", maxConnections: 1,
+                callTimeout: .seconds(1)))
+        await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+        #expect(pool.statistics.isFailingFast)
+        return pool
+    }
+
+    // The probe's `SELECT 1` had no bound: against a server that answers connects and no
+    // statement it waited for good, so the pool failed fast for as long as the process lived,
+    // whatever the server did next, and `close()` did not end it.
+    @Test("the fail-fast probe gives up each try within its bound: against a server that answers connects and no statement, closing the pool ends it", .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/task")))
+    func probeBounded() async throws {
+        let server = try MuteServer(.answersSetup)
+        let before = Self.probes()
+        let pool = try await Self.failingFast(on: server)
+        try await Self.waitFor("the probe to start") { Self.probes() > before }
+        await pool.close()
+        // A try takes at most its 2 s bound, then the probe sees the pool closed.
+        let deadline = ContinuousClock.now + .seconds(8)
+        while Self.probes() > before, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(Self.probes() <= before, "the probe still runs 8 s after the pool closed")
+    }
+
+    @Test("a pool let go of without close() while it fails fast ends its probe", .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/task")))
+    func probeOfAPoolLetGo() async throws {
+        let server = try MuteServer(.answersSetup)
+        let before = Self.probes()
+        var pool: PostgresPool? = try await Self.failingFast(on: server)
+        try await Self.waitFor("the probe to start") { Self.probes() > before }
+        weak let gone = pool
+        pool = nil
+        let deadline = ContinuousClock.now + .seconds(8)
+        while Self.probes() > before, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(gone == nil, "something else holds the pool")
+        #expect(Self.probes() <= before, "the probe still runs 8 s after the pool was let go of")
+    }
+}

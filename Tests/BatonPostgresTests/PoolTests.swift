@@ -722,6 +722,7 @@ struct PoolTests {
         #expect(parsed["port"] == "6543")
         #expect(parsed["dbname"] == "app")
         #expect(!Conninfo.redacted("postgresql://baton:s3cret@db.example/app").contains("s3cret"))
+        #expect(!Conninfo.redacted("host=db sslkey=/k sslpassword=k3ysecret").contains("k3ysecret"))
         let replaced = try Conninfo.replacing("host=/tmp port=5432 dbname=a", with: ["dbname": "b"])
         #expect(try Conninfo.parse(replaced)["dbname"] == "b")
         let removed = try Conninfo.removing(["connect_timeout", "nothing"], from: "postgresql://baton@db.example/app?connect_timeout=20&sslmode=require")
