@@ -162,7 +162,9 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
         close(pair[1])
         let relay = pair[0]
         for descriptor in [relay, socket] { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
-        _ = fcntl(relay, F_SETFD, FD_CLOEXEC)
+        // `dup` and `dup2` give descriptors without the close-on-exec libpq set on its socket: a
+        // child started meanwhile would hold the server's socket open past `cut`.
+        for descriptor in [relay, socket, server] { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
         #if canImport(Darwin)
         // No MSG_NOSIGNAL here: neither end may raise SIGPIPE (libpq set this on the socket it
         // opened, which its descriptor no longer is).

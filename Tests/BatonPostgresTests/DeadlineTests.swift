@@ -891,3 +891,36 @@ extension DeadlineTests {
         #expect(Self.probes() <= before, "the probe still runs 8 s after the pool was let go of")
     }
 }
+
+extension DeadlineTests {
+    /// The process's open descriptors, each with what it is open on (the listing's own
+    /// descriptor is one of them, and its number is free again once the listing is done).
+    static func descriptors() -> [Int32: String] {
+        var open: [Int32: String] = [:]
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            guard let descriptor = Int32(name) else { continue }
+            open[descriptor] = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) ?? ""
+        }
+        return open
+    }
+
+    // On the event loops (BATON_DB_LOOPS=0) a connection's socket is moved with `dup` and
+    // `dup2`, which drop the close-on-exec flag libpq set: a child process started while the
+    // connection was open (a studio drawing, a test's helper) held the server's socket, so a
+    // deadline's cut sent the server no end.
+    @Test("every descriptor a pooled connection opens is closed on exec", .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/fd")))
+    func descriptorsCloseOnExec() async throws {
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 1))
+        let before = Self.descriptors()
+        try await pool.withConnection { connection in
+            _ = try await connection.query("SELECT 1")
+            let opened = Self.descriptors().filter { before[$0.key] != $0.value && $0.value.hasPrefix("socket:") }.keys
+            #expect(!opened.isEmpty)
+            for descriptor in opened {
+                let flags = fcntl(descriptor, F_GETFD)
+                #expect(flags >= 0 && flags & FD_CLOEXEC != 0, "descriptor \(descriptor) stays open in a child")
+            }
+        }
+        await pool.close()
+    }
+}
