@@ -202,11 +202,11 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
         // Reused every turn, never shared, so no turn allocates: the jobs to run (swapped with
         // the inbox under its lock) and the descriptors handed to `poll`.
         var batch = Deque<Work>(minimumCapacity: 64)
-        let descriptors = UnsafeMutableBufferPointer<pollfd>.allocate(capacity: 1024)
+        var descriptors = UnsafeMutableBufferPointer<pollfd>.allocate(capacity: 1024)
         defer { descriptors.deallocate() }
         // When the previous turn's `poll` returned: the answers it saw have run by the end of this turn.
         var previousPoll = ContinuousClock.now
-        // Whether the last `poll` watched every idle socket (1 024 descriptors at most).
+        // Whether the last `poll` watched every idle socket (the room left after the waiters).
         var quietFitted = false
         while true {
             // Run what is queued, then what was queued meanwhile, up to ``batchesPerTurn`` batches;
@@ -223,9 +223,15 @@ public final class PostgresEventLoop: TaskExecutor, @unchecked Sendable {
                     }
                 }
             }
+            // Room for every waiter: one left out would wait until its deadline (a listener, for
+            // good). Idle sockets past the room are left for the next turn (`quietFitted`).
+            if waiters.count + 1 > descriptors.count {
+                descriptors.deallocate()
+                descriptors = .allocate(capacity: (waiters.count + 1) * 2)
+            }
             descriptors[0] = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
             var count = 1
-            for (socket, waiter) in waiters where count < descriptors.count {
+            for (socket, waiter) in waiters {
                 descriptors[count] = pollfd(fd: socket, events: waiter.events, revents: 0)
                 count += 1
             }
