@@ -371,6 +371,12 @@ final class RelayDriver: ChannelInboundHandler, SocketDriver, @unchecked Sendabl
 
     func serverSpoke(exactly: Bool) -> Bool? {
         if unread > 0 || held != nil || ended { return true }
+        // Before COMMIT: what the server sent may still be on its socket, which NIO reads in
+        // its next pass (a terminated backend's FATAL while the loop ran the body).
+        if exactly, !closed {
+            var descriptor = pollfd(fd: server, events: Int16(POLLIN), revents: 0)
+            if poll(&descriptor, 1, 0) > 0 { return true }
+        }
         return drained ? false : nil
     }
 

@@ -924,3 +924,42 @@ extension DeadlineTests {
         await pool.close()
     }
 }
+
+extension DeadlineTests {
+    // Before COMMIT the connection asks whether the server spoke first (the FATAL of a
+    // terminated backend): then the transaction ended on the server, and the failure is a
+    // plain lost connection that `withTransaction` runs again. On the event loops, a FATAL
+    // still unread on NIO's side of the socket answered "no", so the failure was taken for an
+    // unknown commit outcome, which is never retried.
+    @Test(
+        "a backend that ended before COMMIT was sent, its end not yet read by any loop: a lost connection, and the transaction runs again",
+        .enabled(if: ProcessInfo.processInfo.environment["BATON_DB_LOOPS"] == "0", "on the event loops"))
+    func endedBeforeCommitUnread() async throws {
+        let conninfo = try await TestDatabase.make()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        try await pool.query("CREATE TABLE marks (id serial PRIMARY KEY)")
+        let runs = Counter()
+        try await pool.withTransaction { connection in
+            runs.increment()
+            try await connection.query("INSERT INTO marks DEFAULT VALUES")
+            guard runs.value == 1 else { return }
+            // The backend is ended while the body holds its loop (a blocking connection of its
+            // own), so no loop reads its FATAL before COMMIT.
+            try Self.terminate(connection.backendPID, conninfo: conninfo)
+        }
+        #expect(runs.value == 2, "the transaction ran again on a fresh connection")
+        #expect(try await pool.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0) == 1)
+        await pool.close()
+    }
+
+    /// Ends backend `pid` and waits, blocking the calling thread, until it is gone.
+    static func terminate(_ pid: Int32, conninfo: String) throws {
+        let killer = try PostgresConnection(conninfo: conninfo)
+        _ = try killer.query("SELECT pg_terminate_backend($1)", [pid])
+        for _ in 0..<200 where try killer.query("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", [pid])[0].decode(Int.self, at: 0) > 0 {
+            usleep(5_000)
+        }
+        usleep(50_000)
+    }
+}
+
