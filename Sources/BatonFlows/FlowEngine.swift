@@ -230,6 +230,9 @@ private struct Run<Host: FlowHost> {
     let call: FlowCall
     var context: JSONObject
     var effects: [String] = []
+    /// The command's input as the client sent it, for a transition's own validation (`follow`);
+    /// an input state's submission, once that state validated it. Never stored as it is.
+    var submitted: JSONObject = [:]
 
     var flow: FlowDefinition { engine.flow }
 
@@ -246,39 +249,47 @@ private struct Run<Host: FlowHost> {
     }
 
     mutating func handle(event: String, input: CommandInput, in state: FlowState) async throws -> FlowStep {
-        // An input state validates its own submission; cancel needs no input.
-        var inputValue = input.jsonValue
+        // Only what the flow validates is kept, and templates see only that: an input state's
+        // submission once the state validated it, a transition's input once it did (`follow`).
+        // Any other member the client sent is dropped unread (cancel needs no input).
+        submitted = input.jsonValue
+        var validated = JSONObject()
         if case .input(let spec) = state.response, event == "submit" {
             switch validateInputState(spec, input) {
             case .failure(let problem):
                 return try await stay(in: state, error: problem.message, typed: input.text ?? input.barcode)
             case .success(let value):
-                inputValue = value
+                validated = value
+                submitted = value
             }
         }
-        context["input"] = .object(inputValue)
-        // Every state's last accepted input stays readable later as {{inputs.<state>.…}}.
-        var inputs = context["inputs"]?.objectValue ?? [:]
-        inputs[state.name] = .object(inputValue)
-        context["inputs"] = .object(inputs)
+        keep(validated, from: state)
         guard let transition = state.handlers[event] else {
             throw FlowEngineError(kind: .definition, message: "state '\(state.name)' has no handler for '\(event)'")
         }
         return try await follow(transition, from: state, hops: 0, typed: input.text ?? input.barcode)
     }
 
+    /// Stores a step's validated input as `input`, and as the state's last accepted input, readable
+    /// later as {{inputs.<state>.…}}.
+    mutating func keep(_ validated: JSONObject, from state: FlowState) {
+        context["input"] = .object(validated)
+        var inputs = context["inputs"]?.objectValue ?? [:]
+        inputs[state.name] = .object(validated)
+        context["inputs"] = .object(inputs)
+    }
+
     /// Applies a transition: validation, guard, match, effect, target.
     mutating func follow(_ transition: Transition, from state: FlowState, hops: Int, typed: String?) async throws -> FlowStep {
         if let validation = transition.input {
-            var current = context["input"]?.objectValue ?? [:]
-            switch InputCheck.validate(validation, input: current, scope: scope) {
+            switch InputCheck.validate(validation, input: submitted, scope: scope) {
             case .failure(let problem): return try await stay(in: state, error: problem.message, typed: typed)
             case .success(let value):
-                current["value"] = .string(value)
-                context["input"] = .object(current)
-                var inputs = context["inputs"]?.objectValue ?? [:]
-                inputs[state.name] = .object(current)
-                context["inputs"] = .object(inputs)
+                // The member the rules took, and `value`, both as validated.
+                var validated = context["input"]?.objectValue ?? [:]
+                if let member = validation.accept.first(where: { submitted[$0]?.stringValue != nil }) { validated[member] = .string(value) }
+                validated["value"] = .string(value)
+                keep(validated, from: state)
             }
         }
         if let guardCall = transition.guardCall {
@@ -443,11 +454,13 @@ private struct Run<Host: FlowHost> {
         return try await ScreenRendering.render(template, parameters: parameters, host: host, call: call, error: context["error"])
     }
 
+    /// An input state's submission, validated: only the members the state's kind reads, as it
+    /// checked them, and `value`.
     func validateInputState(_ spec: InputSpec, _ input: CommandInput) -> Result<JSONObject, InputProblem> {
-        var value = input.jsonValue
+        var value = JSONObject()
         switch spec.kind {
         case .text:
-            switch InputCheck.validate(spec.validation, input: value, scope: scope) {
+            switch InputCheck.validate(spec.validation, input: input.jsonValue, scope: scope) {
             case .failure(let problem): return .failure(problem)
             case .success(let text):
                 value["text"] = .string(text)
@@ -467,6 +480,7 @@ private struct Run<Host: FlowHost> {
             } else {
                 guard let choice = input.choice else { return .failure(InputProblem(message: "Choose an option.")) }
                 guard offered.contains(choice) else { return .failure(InputProblem(message: "That choice isn't available any more.")) }
+                value["choice"] = .string(choice)
                 value["value"] = .string(choice)
             }
         }

@@ -55,6 +55,36 @@ struct CommandTests {
         }
     }
 
+    // Every member of a command's input was stored in the session (and readable by templates as
+    // {{inputs.<state>.…}}), validated or not: a stray member's NUL made jsonb refuse a valid
+    // command (400), and text nobody checked (bidi controls, 60 KB) was kept.
+    @Test("only what the flow validated is kept of a command's input: another member, a NUL in it included, is neither stored nor a reason to refuse")
+    func unvalidatedInputMembers() async throws {
+        let environment = try await environment()
+        try await buildApplication(environment).test(.router) { client in
+            let headers = deviceHeaders(Self.device)
+            let start = TestFlows.startPayload("note-create", subject: "device:\(Self.device)", parameters: ["folder": "home"])
+            let submit = try #require(try await client.command(start, headers: headers).json.payload("submit"))
+            let done = try await client.command(
+                submit, input: ["text": "  Buy bread  ", "barcode": "\u{0}", "choice": .string("\u{202E}" + String(repeating: "x", count: 30_000))],
+                headers: headers)
+            #expect(done.status == .ok, "\(done.text)")
+            #expect(done.json == ["type": "done", "message": "Saved “Buy bread”", "refresh": true])
+            let context = try JSONValue.parse(Array(try await environment.pool.query("SELECT context::text FROM flow_sessions")[0].decode(String.self, at: 0).utf8))
+            #expect(context["inputs"]?["write"] == ["text": "Buy bread", "value": "Buy bread"], "\(context)")
+            #expect(context["input"] == ["text": "Buy bread", "value": "Buy bread"], "\(context)")
+
+            // An event that takes no input keeps none.
+            let again = TestFlows.startPayload("note-create", subject: "device:\(Self.device)", parameters: ["folder": "work"])
+            let cancel = try #require(try await client.command(again, headers: headers).json.payload("cancel"))
+            let cancelled = try await client.command(cancel, input: ["text": "\u{202E}kept?", "barcode": "\u{0}"], headers: headers)
+            #expect(cancelled.status == .ok, "\(cancelled.text)")
+            let stored = try await environment.pool.query("SELECT context::text FROM flow_sessions WHERE context->'params'->>'folder' = 'work'")
+            let second = try JSONValue.parse(Array(try stored[0].decode(String.self, at: 0).utf8))
+            #expect(second["inputs"]?["write"] == [:], "\(second)")
+        }
+    }
+
     @Test("a retried command returns the stored response byte for byte, with Idempotent-Replay, and runs no effect; another input is stale")
     func replay() async throws {
         let environment = try await environment()
