@@ -136,7 +136,15 @@ private struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after a member name") }
             index += 1
             skipWhitespace()
-            object[key] = try parseValue(depth: depth)
+            // A name given twice takes the last value. A name canonically equivalent to an
+            // earlier one but spelled otherwise ("é" and "e" with U+0301) would be stored under
+            // the earlier spelling, while the encoder and the fitter tell them apart by bytes:
+            // refused (RFC 8259 compares names code unit by code unit).
+            if object.updateValue(try parseValue(depth: depth), forKey: key) != nil,
+                let stored = object.index(forKey: key), !object.keys[stored].hasSameBytes(as: key)
+            {
+                throw error("two member names differ only in Unicode normalisation")
+            }
             skipWhitespace()
             guard index < bytes.count else { throw error("the document ends inside an object") }
             switch bytes[index] {

@@ -105,6 +105,21 @@ struct JSONParsingTests {
         #expect(JSONEncoding.encode(back) == JSONEncoding.encode(value))
     }
 
+    // Swift's String compares by canonical equivalence, so a name spelled "é" (U+00E9) and one
+    // spelled "e" and U+0301 were one member, the second's value under the first's spelling, while
+    // the encoder and the fitter (`JSONObjectView`) compare bytes: the same document meant two
+    // things. RFC 8259 compares names code unit by code unit.
+    @Test("member names that differ only in Unicode normalisation are refused; a plain duplicate still takes the last value")
+    func namesByBytes() throws {
+        for pair in [("\u{E9}", "e\u{301}"), ("\u{212A}", "K"), ("Gym\u{E9}", "Gyme\u{301}")] {
+            let refused = #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(Array("{\"\(pair.0)\":1,\"\(pair.1)\":2}".utf8)) }
+            #expect(refused?.description.contains("normalisation") == true, "\(String(describing: refused))")
+            #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(Array("{\"\(pair.0)\":1,\"x\":{},\"\(pair.1)\":2}".utf8)) }
+        }
+        #expect(try JSONValue.parse(Array(#"{"a":1,"a":2}"#.utf8)) == ["a": 2])
+        #expect(try JSONValue.parse(Array("{\"\u{E9}\":1,\"\u{E9}\":2}".utf8)) == ["\u{E9}": 2])
+    }
+
     // Swift compares, hashes and normalises strings by canonical equivalence, which sorts each
     // run of combining marks by insertion: a 64 KB member name of two reversed runs cost 0.6 s
     // per comparison with another name, before any authentication. Unicode's stream-safe
