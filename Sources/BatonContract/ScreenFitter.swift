@@ -428,7 +428,9 @@ private struct FitPass: ~Copyable {
             omitDescendants(of: object, plan: plan, component: component)
             return false
         }
-        if retyped == nil, component.pointee.nestedFields.isEmpty, plan == nil, object.index(of: "fallback") == nil {
+        if retyped == nil, component.pointee.nestedFields.isEmpty, plan == nil, object.index(of: "fallback") == nil,
+            !component.pointee.hasMistypedText(object)
+        {
             // A leaf the client renders as it is (the usual case): plain encoding.
             output.write(object)
             report.rendered += 1
@@ -448,7 +450,7 @@ private struct FitPass: ~Copyable {
             }
             for field in plan.pointee.map {
                 guard let value = object.value(field.source) else { continue }
-                if let key = field.key {
+                if let key = field.key, holdsTextOrNull(value) || !component.pointee.isText(field.target) {
                     output.write(encoded: key)
                     output.write(at: value)
                 } else {
@@ -504,6 +506,8 @@ private struct FitPass: ~Copyable {
             output.writeKey(key, first: &members.first)
             if let action = members.retypedAction(key) {
                 output.write(action.action, type: action.type)
+            } else if !holdsTextOrNull(value), members.component.pointee.isText(key) {
+                output.write(value.pointee.interpolationText)
             } else {
                 output.write(at: value)
             }
@@ -804,6 +808,10 @@ private struct CompiledComponent {
     let capabilities: CapabilityMask
     let actionFields: UnsafeBufferPointer<String>
     let nestedFields: UnsafeBufferPointer<NestedField>
+    /// The fields the contract types `string` or `url`: a value of another type there (a
+    /// single-reference template keeps what it refers to: a number, an object from a service)
+    /// is written as its text.
+    let textFields: UnsafeBufferPointer<String>
     let childrenField: String?
     let fallback: Fallback
     /// The fallback's field mapping (new name, old name) in a fixed order, so a replacement
@@ -867,6 +875,21 @@ private struct CompiledComponent {
         func constant(_ index: Int) -> UnsafePointer<JSONValue> { values.baseAddress.unsafelyUnwrapped + 1 + index }
     }
 
+    /// Whether the contract types `key` as text (`string` or `url`).
+    @inline(__always)
+    func isText(_ key: String) -> Bool {
+        for field in textFields where same(field, key) { return true }
+        return false
+    }
+
+    /// Whether a member of `object` holds something other than text (or null) where the
+    /// contract types it as text: the component is then written member by member.
+    @inline(__always)
+    func hasMistypedText(_ object: JSONObjectView) -> Bool {
+        for index in 0..<object.count where !holdsTextOrNull(object.values + index) && isText(object.names[index]) { return true }
+        return false
+    }
+
     /// The nested-component field `key`, if it is one.
     @inline(__always)
     func nested(_ key: String) -> NestedField? {
@@ -881,6 +904,7 @@ private struct CompiledComponent {
         capabilities = bits.mask(for: spec.capabilities, in: arena)
         let fields = spec.fields.sorted { $0.key < $1.key }
         actionFields = arena.store(fields.filter { $0.value.type == .action }.map(\.key))
+        textFields = arena.store(fields.filter { $0.value.type == .string || $0.value.type == .url }.map(\.key))
         nestedFields = arena.store(
             fields.compactMap { name, field in
                 switch field.type {
@@ -979,6 +1003,15 @@ private struct NameTable<Value>: @unchecked Sendable {
 /// What a component is written from: an object of the tree, or — for the contract fallback
 /// of one — the object read through the fallback's plan, as building the replacement would
 /// give it (type, id, mapped fields, constants).
+/// Whether `value` is a string or null: what a field the contract types as text may hold.
+@inline(__always)
+private func holdsTextOrNull(_ value: UnsafePointer<JSONValue>) -> Bool {
+    switch value.pointee {
+    case .string, .null: true
+    default: false
+    }
+}
+
 private enum ComponentSource {
     /// Where the source's member `name` is: in the object, or a constant of the plan.
     static func member(_ name: String, of object: JSONObjectView, plan: Plan?) -> UnsafePointer<JSONValue>? {

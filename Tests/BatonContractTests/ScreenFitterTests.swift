@@ -61,6 +61,33 @@ struct ScreenFitterTests {
         #expect(actions[3] == ["scanBarcode"])
     }
 
+    // A template that is one reference keeps the referenced value's type, so a service answering
+    // {"status": {...}} put an object into a text component's `text`, and a count a number: a
+    // client decoding the string the contract promises cannot read the screen.
+    @Test("a string field holding a number, a truth value, an object or a list is written as its text; null, strings and typed fields stay as they are")
+    func stringFieldsAreText() {
+        let text: JSONValue = ["type": "text", "id": "t", "text": ["type": "button", "title": "x"]]
+        let row: JSONValue = ["type": "detailRow", "id": "r", "title": 42, "subtitle": .null, "action": F.command]
+        let flag: JSONValue = ["type": "text", "id": "f", "text": true]
+        let list: JSONValue = ["type": "text", "id": "l", "text": ["a", 1.5]]
+        let scanner: JSONValue = ["type": "barcodeScanner", "id": "b", "title": "Scan", "formats": ["qr"], "action": F.command]
+        let fitted = fitter.fitScreen(F.screen([text, row, flag, list, scanner]), for: F.client(3, ["barcode_scanner"])).0
+        #expect(
+            F.components(fitted) == [
+                ["type": "text", "id": "t", "text": #"{"type":"button","title":"x"}"#],
+                ["type": "detailRow", "id": "r", "title": "42", "subtitle": .null, "action": F.command],
+                ["type": "text", "id": "f", "text": "true"],
+                ["type": "text", "id": "l", "text": #"["a",1.5]"#],
+                scanner,
+            ])
+        // Through a contract fallback (artworkRow → detailRow for version 1), and in the header.
+        let artwork: JSONValue = ["type": "artworkRow", "id": "a", "title": 7, "subtitle": "S", "artwork": "https://i/a.png", "action": F.command]
+        let header: JSONValue = ["type": "header", "id": "h", "title": false]
+        let v1 = fitter.fitScreen(F.screen([artwork], header: header), for: F.client(1)).0
+        #expect(F.components(v1) == [["type": "detailRow", "id": "a", "title": "7", "subtitle": "S", "image": "https://i/a.png", "action": F.command]])
+        #expect(v1["header"] == ["type": "header", "id": "h", "title": "false"])
+    }
+
     @Test("artworkRow → detailRow for version 1, fields mapped, id kept; untouched for version 2")
     func artworkRow() {
         let row: JSONValue = ["type": "artworkRow", "id": "r", "title": "T", "subtitle": "S", "artwork": "https://i/a.png", "action": F.command]
