@@ -410,7 +410,8 @@ public indirect enum JSONTemplate: Sendable, Hashable {
         return .object(object)
     }
 
-    /// `when` truthiness: null, false, 0, "" and empty containers are false.
+    /// `when` truthiness: null, false, 0, "", the string "false" and empty containers are
+    /// false (the string "0" is true: a service's text, not a count).
     public static func isTruthy(_ value: JSONValue?) -> Bool {
         switch value {
         case nil, .null?: return false

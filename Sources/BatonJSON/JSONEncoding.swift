@@ -556,9 +556,9 @@ package struct SmallUTF8 {
     }
 
     /// The string of a `.string` value at `value`, read in place: an enum case's payload lies
-    /// at its start, and `JSONValue` keeps its case in a byte of its own after the largest
-    /// payload (`.int` and `.double` leave no spare bits to keep it in), so the string's two
-    /// words are as they are in a `String` (checked in `layoutHolds`).
+    /// at its start, and `JSONValue` keeps its case in spare bits of its third word (the last
+    /// of an object's payload, see `ContainerLayout`), past a string's two, so the string's
+    /// two words are as they are in a `String` (checked in `layoutHolds`).
     @inline(__always)
     init?(payloadAt value: UnsafePointer<JSONValue>) {
         self.init(wordsAt: UnsafeRawPointer(value))

@@ -103,7 +103,9 @@ public enum JSONValue: Sendable {
 
 extension JSONValue: Hashable {
     /// JSON equality: objects compare as unordered sets of members (their order is kept for
-    /// encoding only); `1` and `1.0` are equal.
+    /// encoding only); `1` and `1.0` are equal (an int and a double when the double is exactly
+    /// that int). `-0` reads as the int 0, and `-0.0` writes as `0`: the sign of a zero is not
+    /// kept, which RFC 8259 allows.
     public static func == (a: JSONValue, b: JSONValue) -> Bool {
         switch (a, b) {
         case (.null, .null): return true
@@ -111,7 +113,9 @@ extension JSONValue: Hashable {
         case (.string(let x), .string(let y)): return x == y
         case (.int(let x), .int(let y)): return x == y
         case (.double(let x), .double(let y)): return x == y
-        case (.int(let x), .double(let y)), (.double(let y), .int(let x)): return Double(x) == y
+        // Exactly that int: through `Double(x)` alone, 2^53 + 1 equalled the double 2^53 (which
+        // equals the int 2^53), and equality was not transitive.
+        case (.int(let x), .double(let y)), (.double(let y), .int(let x)): return Int(exactly: y) == x
         case (.array(let x), .array(let y)): return x == y
         case (.object(let x), .object(let y)):
             guard x.count == y.count else { return false }

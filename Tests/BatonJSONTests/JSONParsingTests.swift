@@ -105,6 +105,19 @@ struct JSONParsingTests {
         #expect(JSONEncoding.encode(back) == JSONEncoding.encode(value))
     }
 
+    // An int and a double compared through `Double(int)`: 2^53 + 1 equalled the double 2^53,
+    // which equals the int 2^53, while the two ints differ, so equality was not transitive.
+    @Test("an int equals a double only when the double is exactly that int: equality stays transitive past 2^53")
+    func intAndDoubleEquality() {
+        let big = 9_007_199_254_740_992  // 2^53
+        #expect(JSONValue.int(2) == .double(2.0) && JSONValue.double(2.0) == .int(2))
+        #expect(JSONValue.int(big) == .double(Double(big)))
+        #expect(JSONValue.int(big + 1) != .double(Double(big)))
+        #expect(JSONValue.double(Double(big)) != .int(big + 1))
+        #expect(JSONValue.int(Int.max) != .double(Double(Int.max)), "2^63 is past Int.max")
+        #expect(JSONValue.int(1) != .double(1.5))
+    }
+
     // Swift's String compares by canonical equivalence, so a name spelled "é" (U+00E9) and one
     // spelled "e" and U+0301 were one member, the second's value under the first's spelling, while
     // the encoder and the fitter (`JSONObjectView`) compare bytes: the same document meant two
