@@ -26,9 +26,36 @@ public struct IdempotencyKey: Sendable, Equatable {
         return Hex.encode(bytesOf: hash.finalize())
     }
 
-    /// Whether a header value is usable as a key: 1–255 visible ASCII characters.
+    /// Whether a header value is usable as a key as it is: 1–255 visible ASCII characters.
     public static func isValid(_ key: String) -> Bool {
         !key.isEmpty && key.utf8.count <= 255 && key.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+    }
+
+    /// The key an `Idempotency-Key` header value carries, or nil when it is malformed. The draft
+    /// sends a structured-field string (`"8e03…"`): its content is the key (printable ASCII,
+    /// `\"` and `\\` escaped, 1–255 characters), so `"k"` and `k` are one key. A bare value is
+    /// the key as it is (``isValid(_:)``).
+    public static func key(fromHeader value: String) -> String? {
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        let bytes = Array(value.utf8)
+        guard bytes.first == quote else { return isValid(value) ? value : nil }
+        guard bytes.count >= 2, bytes.last == quote else { return nil }
+        var key: [UInt8] = []
+        var index = 1
+        while index < bytes.count - 1 {
+            var byte = bytes[index]
+            if byte == backslash {
+                index += 1
+                guard index < bytes.count - 1, bytes[index] == quote || bytes[index] == backslash else { return nil }
+                byte = bytes[index]
+            } else if byte < 0x20 || byte >= 0x7F || byte == quote {
+                return nil
+            }
+            key.append(byte)
+            index += 1
+        }
+        guard !key.isEmpty, key.count <= 255 else { return nil }
+        return String(decoding: key, as: UTF8.self)
     }
 }
 

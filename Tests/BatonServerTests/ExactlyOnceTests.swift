@@ -192,6 +192,13 @@ struct ExactlyOnceTests {
             let retry = try await resolve(link, key: "tap-1")
             #expect(Array(buffer: retry.body) == Array(buffer: first.body))
             #expect(retry.headers[.idempotentReplay] == "true")
+            // The draft sends the key as a structured-field string: `"tap-1"` is the key tap-1.
+            let quoted = try await resolve(link, key: #""tap-1""#)
+            #expect(Array(buffer: quoted.body) == Array(buffer: first.body))
+            #expect(quoted.headers[.idempotentReplay] == "true")
+            for malformed in [#""tap-1"#, #""a\zb""#, #""""#, #""a"b""#] {
+                #expect(try await resolve(link, key: malformed).status == .badRequest, "\(malformed)")
+            }
             #expect(try await count(environment.pool, "SELECT count(*) FROM flow_sessions") == 1)
 
             let reused = try await resolve("exampleapp://scan-and-go?location=UT-0002", key: "tap-1")

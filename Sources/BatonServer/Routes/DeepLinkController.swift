@@ -61,9 +61,10 @@ struct DeepLinkController: Sendable {
     /// method, path and body; nil when the client sent none.
     static func idempotencyKey(_ request: Request, body: ByteBuffer, identity: ClientIdentity) throws -> IdempotencyKey? {
         let values = request.headers[values: .idempotencyKey]
-        guard let key = values.first else { return nil }
-        guard values.count == 1, IdempotencyKey.isValid(key) else {
-            throw APIError.invalidRequest("Idempotency-Key must be one value of 1 to 255 visible ASCII characters")
+        guard let value = values.first else { return nil }
+        guard values.count == 1, let key = IdempotencyKey.key(fromHeader: value) else {
+            throw APIError.invalidRequest(
+                "Idempotency-Key must be one value: 1 to 255 visible ASCII characters, or a quoted string of them (\"…\")")
         }
         return IdempotencyKey(
             scope: identity.primarySubject?.description ?? "anonymous", key: key,
