@@ -150,6 +150,16 @@ struct DeadlineTests {
         await pool.close()
     }
 
+    /// A fresh database behind the fault proxy: its connection string through the proxy, the
+    /// proxy, and a pool of one straight to the database (for setting up and checking).
+    static func behindProxy() async throws -> (conninfo: String, proxy: FaultProxy, direct: PostgresPool) {
+        let conninfo = try await TestDatabase.make()
+        let address = try await TestDatabase.tcpAddress()
+        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
+        let direct = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        return (try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), proxy, direct)
+    }
+
     /// A pool of one connection on `conninfo` (by default a fresh database), and the faults a
     /// test injects into it.
     static func poolWithFaults(conninfo: String? = nil) async throws -> (PostgresPool, PostgresFaults) {
@@ -283,13 +293,9 @@ struct DeadlineTests {
     // commitOutcomeUnknown.
     @Test("a deadline that cuts the wait for COMMIT's answer is commitOutcomeUnknown, never retried: the server may have committed (here it did, once)")
     func commitCutByDeadline() async throws {
-        let conninfo = try await TestDatabase.make()
-        let address = try await TestDatabase.tcpAddress()
-        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
-        let direct = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        let (conninfo, proxy, direct) = try await Self.behindProxy()
         try await direct.query("CREATE TABLE marks (id serial PRIMARY KEY)")
-        let pool = PostgresPool(
-            configuration: .init(conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 1))
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
         let runs = Counter()
         func mark() async throws {
             try await pool.withTransaction(timeout: .seconds(2)) { connection in
@@ -532,15 +538,11 @@ struct DeadlineTests {
 
     @Test("blackholed network: the call in flight answers within 6 s, new calls fail fast, full service within 5 s after, no row left locked")
     func blackhole() async throws {
-        let conninfo = try await TestDatabase.make()
-        let address = try await TestDatabase.tcpAddress()
-        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
-        let direct = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1))
+        let (conninfo, proxy, direct) = try await Self.behindProxy()
         try await direct.query("CREATE TABLE sessions (id int PRIMARY KEY, step int NOT NULL)")
         try await direct.query("INSERT INTO sessions VALUES (1, 0)")
         // Production defaults: 5 s deadline, 5 s idle-in-transaction and TCP user timeouts.
-        let pool = PostgresPool(
-            configuration: .init(conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 4))
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 4))
         #expect(try await pool.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
 
         // A transaction holds the row lock when the network goes silent between two statements.
@@ -739,13 +741,9 @@ extension DeadlineTests {
     // few places not resting until each pause (1 s, doubling to 30 s) ran out.
     @Test("a database that goes away under load: calls fail at once and no place rests; once it is back, every place serves at once")
     func outageRestsNoPlace() async throws {
-        let conninfo = try await TestDatabase.make()
-        let address = try await TestDatabase.tcpAddress()
-        let proxy = try await FaultProxy(upstreamHost: address.host, upstreamPort: address.port)
-        let pool = PostgresPool(
-            configuration: .init(
-                conninfo: try TestDatabase.conninfo(conninfo, via: "127.0.0.1", port: proxy.port), maxConnections: 4,
-                acquireTimeout: .seconds(5), callTimeout: .seconds(5)))
+        let (conninfo, proxy, direct) = try await Self.behindProxy()
+        await direct.close()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 4, acquireTimeout: .seconds(5), callTimeout: .seconds(5)))
         try await Self.together(4, on: pool, within: .seconds(10))
         #expect(pool.statistics.open == 4, "\(pool.statistics)")
 
