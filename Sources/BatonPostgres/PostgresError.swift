@@ -26,8 +26,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         /// libpq reported something the wrapper did not expect.
         public static let protocolViolation = Code("protocolViolation")
         /// The connection broke after COMMIT was sent, or the call's deadline cut the wait for
-        /// its answer: the transaction may or may not have committed. Never retried by the pool; the caller must find out (Baton reads its
-        /// command log).
+        /// its answer: the transaction may or may not have committed. Never retried by the pool;
+        /// the caller must find out (Baton reads its command log).
         public static let commitOutcomeUnknown = Code("commitOutcomeUnknown")
         /// The call's deadline passed: its statement was cancelled and its connection discarded.
         public static let timedOut = Code("timedOut")

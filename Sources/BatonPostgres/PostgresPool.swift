@@ -43,9 +43,9 @@ public final class PostgresPool: Sendable {
         /// database answers again — unless the call started with its deadline nearly spent (then
         /// only when such cuts go on with nothing answered), the database answered the call
         /// itself moments before the cut (a long body of quick statements), or the call started
-        /// before the last fail-fast ended (`deadlinePassed`). A call whose deadline passes before anything of it
-        /// reached the server (it waited for a connection, or a new one was being set up) gets
-        /// ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
+        /// before the last fail-fast ended (`deadlinePassed`). A call whose deadline passes
+        /// before anything of it reached the server (it waited for a connection, or a new one
+        /// was being set up) gets ``PostgresError/Code/poolTimeout`` instead, and nothing is cut.
         public var callTimeout: Duration
         /// Server-side bounds set on every connection.
         public var limits: PostgresConnection.Limits
@@ -762,25 +762,24 @@ public final class PostgresPool: Sendable {
     static let longestRest = Duration.seconds(30)
 
     /// Sets `slot` aside after its connection could not be opened, if the server refused it
-    /// (``PostgresError/isRefusalByServer``) and another connection is open or being opened (there is one to
-    /// wait for); it comes back after its pause. Returns false, and leaves the slot to its caller,
-    /// otherwise: a server that is not there, or not yet (a restart, a failover, the network),
-    /// fails the call at once instead of parking the places one by one while the open
-    /// connections, as dead as this one, are still counted.
+    /// (``PostgresError/isRefusalByServer``) and another connection is open or being opened
+    /// (there is one to wait for); it comes back after its pause. Returns false, and leaves the
+    /// slot to its caller, otherwise: a server that is not there, or not yet (a restart, a
+    /// failover, the network), fails the call at once instead of parking the places one by one
+    /// while the open connections, as dead as this one, are still counted.
     private func rest(_ slot: Slot, after error: any Error) -> Bool {
         let refused = (error as? PostgresError)?.isRefusalByServer == true
-        let pause = state.withLock { state -> Duration? in
+        let rest = state.withLock { state -> (pause: Duration, taken: Int)? in
             state.connectFailures += 1
             guard refused, !state.closed, state.open > 0 || state.connecting > 0 else { return nil }
             slot.failures += 1
             slot.rests = true
             slot.restsTaken &+= 1
             state.busy -= 1
-            return min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5)))
+            return (min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5))), slot.restsTaken)
         }
-        guard let pause else { return false }
-        let taken = state.withLock { _ in slot.restsTaken }
-        timerLoop.scheduleTask(in: TimeAmount(pause)) { self.endRest(slot, taken) }
+        guard let rest else { return false }
+        timerLoop.scheduleTask(in: TimeAmount(rest.pause)) { self.endRest(slot, rest.taken) }
         return true
     }
 
