@@ -1000,9 +1000,6 @@ private struct NameTable<Value>: @unchecked Sendable {
     }
 }
 
-/// What a component is written from: an object of the tree, or — for the contract fallback
-/// of one — the object read through the fallback's plan, as building the replacement would
-/// give it (type, id, mapped fields, constants).
 /// Whether `value` is a string or null: what a field the contract types as text may hold.
 @inline(__always)
 private func holdsTextOrNull(_ value: UnsafePointer<JSONValue>) -> Bool {
@@ -1012,6 +1009,9 @@ private func holdsTextOrNull(_ value: UnsafePointer<JSONValue>) -> Bool {
     }
 }
 
+/// What a component is written from: an object of the tree, or — for the contract fallback
+/// of one — the object read through the fallback's plan, as building the replacement would
+/// give it (type, id, mapped fields, constants).
 private enum ComponentSource {
     /// Where the source's member `name` is: in the object, or a constant of the plan.
     static func member(_ name: String, of object: JSONObjectView, plan: Plan?) -> UnsafePointer<JSONValue>? {

@@ -287,7 +287,9 @@ private struct Run<Host: FlowHost> {
             case .success(let value):
                 // The member the rules took, and `value`, both as validated.
                 var validated = context["input"]?.objectValue ?? [:]
-                if let member = validation.accept.first(where: { submitted[$0]?.stringValue != nil }) { validated[member] = .string(value) }
+                if let member = validation.accept.first(where: { submitted[$0]?.stringValue != nil }) {
+                    validated[member] = .string(value)
+                }
                 validated["value"] = .string(value)
                 keep(validated, from: state)
             }
