@@ -352,14 +352,12 @@ extension PostgresConnection {
 
     /// Called on the loop when a deadline passed: the waiting statement (if any) throws
     /// `reason` at once, the server is asked to cancel (on a thread of its own: that request
-    /// can hang on a silent network too) and the socket is shut down, so the connection is
-    /// never used again.
+    /// can hang on a silent network too; at most ``CancelToken/mostInFlight`` at once) and the
+    /// socket is shut down, so the connection is never used again.
     func abort(_ reason: PostgresError, cancelStatement: Bool = true) {
         guard abortReason == nil else { return }
         abortReason = reason
-        if cancelStatement, let cancelToken {
-            startThread(named: "baton-db-cancel") { cancelToken.send() }
-        }
+        if cancelStatement, let cancelToken { cancelToken.sendOffThread() }
         let socket = PQsocket(handle)
         if socket >= 0 {
             if let driver { driver.cut(socket: socket) } else { shutdown(socket, Int32(SHUT_RDWR)) }

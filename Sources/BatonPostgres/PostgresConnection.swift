@@ -485,6 +485,25 @@ final class CancelToken: @unchecked Sendable {
         var buffer = [CChar](repeating: 0, count: 256)
         _ = PQcancel(cancel, &buffer, Int32(buffer.count))
     }
+
+    /// Sends the request on a thread of its own, unless ``mostInFlight`` are under way: libpq
+    /// 15's `PQcancel` has no timeout, so behind a silent network each holds its thread until
+    /// the network answers. Past the bound the request is not sent: the connection's socket is
+    /// shut down anyway, and the server's `statement_timeout` ends the statement.
+    func sendOffThread() {
+        guard Self.inFlight.add(1, ordering: .relaxed).newValue <= Self.mostInFlight else {
+            Self.inFlight.subtract(1, ordering: .relaxed)
+            return
+        }
+        startThread(named: "baton-db-cancel") { [self] in
+            send()
+            Self.inFlight.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// Cancel requests under way in the process, and how many may be.
+    private static let inFlight = Atomic<Int>(0)
+    static let mostInFlight = 16
 }
 
 /// Faults a test can inject into real connections, deterministically.

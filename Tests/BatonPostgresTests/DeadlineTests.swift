@@ -839,13 +839,16 @@ extension DeadlineTests {
 }
 
 extension DeadlineTests {
-    /// How many fail-fast probes run in this process now.
-    static func probes() -> Int {
+    /// How many threads named `name` run in this process now.
+    static func threads(named name: String) -> Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         return tasks.count { task in
-            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.hasPrefix("baton-db-probe") == true
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.hasPrefix(name) == true
         }
     }
+
+    /// How many fail-fast probes run in this process now.
+    static func probes() -> Int { threads(named: "baton-db-probe") }
 
     /// A pool of one on `server` whose first call is cut (the server answers no statement): it
     /// fails fast, and its probe runs.
@@ -961,3 +964,25 @@ extension DeadlineTests {
     }
 }
 
+
+extension DeadlineTests {
+    // Each cut asked the server to cancel on a thread of its own, and libpq's PQcancel has no
+    // timeout: behind a silent network every cut call held a thread until the network answered.
+    @Test("cut calls behind a silent network hold at most 16 cancel requests' threads", .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/task")))
+    func cancelThreadsBounded() async throws {
+        let (conninfo, proxy, direct) = try await Self.behindProxy()
+        await direct.close()
+        let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 20, acquireTimeout: .seconds(20), callTimeout: .seconds(20)))
+        try await Self.together(20, on: pool, within: .seconds(20))
+        let before = Self.threads(named: "baton-db-cancel")
+        try proxy.send("blackhole")
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<20 { group.addTask { _ = try? await pool.withConnection(timeout: .seconds(1)) { try await $0.query("SELECT 1") } } }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let cancelling = Self.threads(named: "baton-db-cancel") - before
+        try proxy.send("up")
+        #expect(cancelling > 0 && cancelling <= 16, "\(cancelling) cancel requests' threads")
+        await pool.close()
+    }
+}
