@@ -277,14 +277,20 @@ struct DeadlineTests {
         // The server commits what it read before it notices the cut, but in its own time: on a
         // loaded machine the next connection can ask before the old backend has committed (one
         // full-suite run saw 0 here). Wait for the commit to show, up to 5 s; once is all it may be.
+        #expect(try await Self.marks(on: pool, moreThan: 0) == 1, "the server committed, once")
+        await pool.close()
+    }
+
+    /// The rows of table `marks`, once there are more than `count` or after 5 s: a server
+    /// commits what it read before it notices a cut, but in its own time.
+    static func marks(on pool: PostgresPool, moreThan count: Int) async throws -> Int {
         var marks = 0
         for _ in 0..<50 {
             marks = try await pool.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0)
-            if marks > 0 { break }
+            if marks > count { break }
             try await Task.sleep(for: .milliseconds(100))
         }
-        #expect(marks == 1, "the server committed, once")
-        await pool.close()
+        return marks
     }
 
     // A deadline that cut the wait for COMMIT's answer was reported as `timedOut` ("its
@@ -311,13 +317,7 @@ struct DeadlineTests {
         try proxy.send("latency 0")
         #expect(error?.code == .commitOutcomeUnknown, "\(String(describing: error))")
         #expect(runs.value == 2, "the body ran once more, not again after the cut")
-        var marks = 0
-        for _ in 0..<50 {
-            marks = try await direct.query("SELECT count(*) FROM marks")[0].decode(Int.self, at: 0)
-            if marks > 1 { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(marks == 2, "the server committed the cut transaction, once")
+        #expect(try await Self.marks(on: direct, moreThan: 1) == 2, "the server committed the cut transaction, once")
 
         // A cut before COMMIT was sent is a plain timeout: nothing was committed. (Once the
         // fail-fast the cut started has ended: the probe gets through.)
