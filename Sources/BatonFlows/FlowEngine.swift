@@ -204,6 +204,8 @@ public struct FlowEngine: Sendable {
         }
         var run = Run(engine: self, host: host, call: call, context: session.context)
         run.context["error"] = nil
+        // The input the step validated before its call: what a later transition's rules read.
+        run.submitted = session.context["input"]?.objectValue ?? [:]
         return try await run.resume(transition, result: result, from: state, hops: hops)
     }
 
@@ -231,7 +233,8 @@ private struct Run<Host: FlowHost> {
     var context: JSONObject
     var effects: [String] = []
     /// The command's input as the client sent it, for a transition's own validation (`follow`);
-    /// an input state's submission, once that state validated it. Never stored as it is.
+    /// an input state's submission, once that state validated it; after a service call, the
+    /// input the step had validated before it. Never stored as it is.
     var submitted: JSONObject = [:]
 
     var flow: FlowDefinition { engine.flow }

@@ -489,7 +489,9 @@ final class CancelToken: @unchecked Sendable {
     /// Sends the request on a thread of its own, unless ``mostInFlight`` are under way: libpq
     /// 15's `PQcancel` has no timeout, so behind a silent network each holds its thread until
     /// the network answers. Past the bound the request is not sent: the connection's socket is
-    /// shut down anyway, and the server's `statement_timeout` ends the statement.
+    /// shut down anyway, and the server ends the statement at its `statement_timeout` (a pool's
+    /// connections have one; an administrative pool's do not) or when it next writes to the
+    /// cut connection.
     func sendOffThread() {
         guard Self.inFlight.add(1, ordering: .relaxed).newValue <= Self.mostInFlight else {
             Self.inFlight.subtract(1, ordering: .relaxed)
@@ -514,8 +516,17 @@ public final class PostgresFaults: Sendable {
     private let handOverHold = Mutex<Duration?>(nil)
     private let connectDelay = Mutex<Duration?>(nil)
     private let holdingConnects = Mutex(false)
+    private let failingConnects = Mutex(false)
 
     public init() {}
+
+    /// Until called again with false, every connection the pool opens fails as a connection the
+    /// network or a proxy in front ended does (`server closed the connection unexpectedly`),
+    /// while the connections already open go on working.
+    public func failConnects(_ failing: Bool) { failingConnects.withLock { $0 = failing } }
+
+    /// Whether connects fail (`failConnects`).
+    var connectsFail: Bool { failingConnects.withLock { $0 } }
 
     /// Until called again with nil, every connection the pool opens is answered `duration`
     /// later than the server would: as a server under load, slow to start each new session.
@@ -574,8 +585,9 @@ public final class PostgresAhead: @unchecked Sendable {
     init(requiringRows: Bool) { self.requiringRows = requiringRows }
 }
 
-/// The bound of a new connection's setup round trip: the socket is shut down if the setup has
-/// not answered in time. The shutdown happens under the lock that `done` takes, so it can never
+/// The bound of blocking statements (`PostgresConnection.bounded`: a new connection's setup
+/// round trip, the fail-fast probe's `SELECT 1`): the socket is shut down if they have not
+/// answered in time. The shutdown happens under the lock that `done` takes, so it can never
 /// reach a descriptor that the connection has closed and the process reused.
 private final class SetupWatch: Sendable {
     private let socket: Int32

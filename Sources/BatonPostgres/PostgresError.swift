@@ -113,14 +113,18 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// lays it out, `<severity>:  <text>` with two spaces, whatever language the server speaks;
     /// libpq's own messages (`Connection refused`, `server closed the connection unexpectedly`,
     /// `timeout expired`) have no such part. 57P03's texts all begin `the database system is`:
-    /// from a server whose messages are translated, that one is taken for a refusal.
+    /// from a server whose messages are translated, that one is taken for a refusal. So is any
+    /// error a pooler in front sends in that layout, but for PgBouncer's `pgbouncer cannot
+    /// connect to server`.
     public var isRefusalByServer: Bool {
         switch code {
         case .server:
             guard let sqlState else { return false }
             return sqlState.hasPrefix("53") || sqlState.hasPrefix("28")
         case .connectionFailed:
+            // PgBouncer reports the server it cannot reach as its own error: an outage.
             return message.contains(":  ") && !message.contains("the database system is")
+                && !message.contains("pgbouncer cannot connect to server")
         default:
             return false
         }

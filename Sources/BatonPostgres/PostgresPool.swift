@@ -20,13 +20,14 @@ import Synchronization
 /// Broken connections (server restart, `pg_terminate_backend`, network loss) are detected
 /// before a body runs — without a round trip — or when a statement fails, and replaced.
 ///
-/// A place whose connection cannot be opened while others are open (the server allows fewer
-/// connections than `maxConnections`: "too many clients already", a role's connection limit;
-/// or a password changed under running connections) rests, and its caller waits for one of the
-/// open connections instead of failing: the pool serves on what the server grants. A resting
-/// place is tried again after a pause that doubles with each failure, from
-/// ``firstRest`` to ``longestRest``. With no connection open, a failure to open one fails the
-/// call at once, as before.
+/// A place whose connection cannot be opened while others are open rests, and its caller waits
+/// for one of the open connections instead of failing, when that is no outage: the server
+/// refused it (it allows fewer connections than `maxConnections`: "too many clients already",
+/// a role's connection limit; or a password changed under running connections), or the other
+/// connections were answering. The pool serves on what the server grants. A resting place is
+/// tried again after a pause that doubles with each failure, from ``firstRest`` to
+/// ``longestRest``, or as soon as a connection opens. Otherwise (a server restart, a network
+/// gone), or with no connection open, a failure to open one fails the call at once.
 public final class PostgresPool: Sendable {
     /// How the pool connects and how long callers wait.
     public struct Configuration: Sendable {
@@ -101,7 +102,8 @@ public final class PostgresPool: Sendable {
         public var failFastStarts: Int = 0
         /// Attempts to open a connection that failed (refused by the server, or unreachable).
         public var connectFailures: Int = 0
-        /// Places resting after their connection could not be opened while others were open.
+        /// Places resting after their connection could not be opened while others were open and
+        /// it was no outage (the server refused it, or the others were answering; `rest`).
         public var resting: Int = 0
     }
 
@@ -126,6 +128,9 @@ public final class PostgresPool: Sendable {
         /// Calls the database answered (`release`; a cut call that had an answer, in
         /// `deadlinePassed`): a late cut looks whether this moved since the first of its run.
         var answers = 0
+        /// When `release` last counted an answer: a connect that fails with the other
+        /// connections answering is no outage (`rest`).
+        var lastAnswer: ContinuousClock.Instant?
         /// Connects the server answered (`connect`), whether or not their call's deadline had
         /// cut the wait for them.
         var connectsAnswered = 0
@@ -246,7 +251,8 @@ public final class PostgresPool: Sendable {
     /// The call has a deadline (`timeout`, else the configuration's `callTimeout`), waiting for
     /// a connection included. Past it, a statement in flight is cancelled, the connection is cut
     /// (the body's pending statement throws ``PostgresError/Code/timedOut``), the caller gets
-    /// that error, and the pool fails fast until the database answers again (see
+    /// that error (or ``PostgresError/Code/commitOutcomeUnknown`` when COMMIT had been sent),
+    /// and the pool fails fast until the database answers again (see
     /// ``Configuration/callTimeout``). Waiting for a free connection can be cancelled; a body
     /// that has started runs to its end.
     public func withConnection<R>(
@@ -571,10 +577,16 @@ public final class PostgresPool: Sendable {
 
     /// Gives a slot back: to a waiter near the head of the queue, or to the idle list.
     /// `answered`: the database answered its call's body, which was not cut.
-    private func release(_ slot: Slot, answered: Bool = false) {
+    /// `last`: the slot goes to the front of the idle list, to be taken only when every other
+    /// is taken (its connect failed: `rest`).
+    private func release(_ slot: Slot, answered: Bool = false, last: Bool = false) {
         enum Next { case waiter(Waiter), idle, closed }
+        let now: ContinuousClock.Instant? = answered ? .now : nil
         let next = state.withLock { state -> Next in
-            if answered { state.answers &+= 1 }
+            if answered {
+                state.answers &+= 1
+                state.lastAnswer = now
+            }
             if !state.waiters.isEmpty {
                 // A waiter near the head that waits on the slot's own loop (a database thread, or
                 // on the event loops the caller's: release runs there) goes first: its body then
@@ -592,7 +604,7 @@ public final class PostgresPool: Sendable {
             }
             state.busy -= 1
             guard !state.closed else { return .closed }
-            state.idle.append(slot)
+            if last { state.idle.insert(slot, at: 0) } else { state.idle.append(slot) }
             return .idle
         }
         switch next {
@@ -662,11 +674,13 @@ public final class PostgresPool: Sendable {
                 release(slot)
                 throw timedOut()
             }
-            if rest(slot, after: error) {
+            switch rest(slot, after: error) {
+            case .rests:
                 restObserver?(error as? PostgresError ?? PostgresError(code: .connectionFailed, message: "\(error)"))
                 throw SlotRests()
+            case .last: release(slot, last: true)
+            case .none: release(slot)
             }
-            release(slot)
             throw error
         }
         // The deadline passed while a new connection was set up (its timer may not have run yet,
@@ -761,32 +775,51 @@ public final class PostgresPool: Sendable {
     static let firstRest = Duration.seconds(1)
     static let longestRest = Duration.seconds(30)
 
-    /// Sets `slot` aside after its connection could not be opened, if the server refused it
-    /// (``PostgresError/isRefusalByServer``) and another connection is open or being opened
-    /// (there is one to wait for); it comes back after its pause. Returns false, and leaves the
-    /// slot to its caller, otherwise: a server that is not there, or not yet (a restart, a
-    /// failover, the network), fails the call at once instead of parking the places one by one
-    /// while the open connections, as dead as this one, are still counted.
-    private func rest(_ slot: Slot, after error: any Error) -> Bool {
+    /// What becomes of a place whose connection could not be opened (`rest`).
+    private enum AfterFailedConnect {
+        /// It rests; its caller waits for another connection.
+        case rests
+        /// Its caller fails; it goes where it is taken only when every other place is.
+        case last
+        /// Its caller fails; it goes back as usual (no other connection is open).
+        case none
+    }
+
+    /// Sets `slot` aside after its connection could not be opened, while another connection is
+    /// open or being opened (there is one to wait for), if that is no outage: the server
+    /// refused it (``PostgresError/isRefusalByServer``), or the pool's other connections were
+    /// answering (an answer within ``silenceEvidence``: a proxy in front closing new
+    /// connections, a name that did not resolve for a moment). It comes back after its pause,
+    /// and its caller waits for one of the others.
+    ///
+    /// Otherwise the caller fails at once: a server that is not there, or not yet (a restart, a
+    /// failover, the network), would park the places one by one while the open connections, as
+    /// dead as this one, are still counted. With other connections open, the place then goes
+    /// where it is taken last, so that callers use them first.
+    private func rest(_ slot: Slot, after error: any Error) -> AfterFailedConnect {
         let refused = (error as? PostgresError)?.isRefusalByServer == true
-        let rest = state.withLock { state -> (pause: Duration, taken: Int)? in
+        let now = ContinuousClock.now
+        let (after, rest) = state.withLock { state -> (AfterFailedConnect, (pause: Duration, taken: Int)?) in
             state.connectFailures += 1
-            guard refused, !state.closed, state.open > 0 || state.connecting > 0 else { return nil }
+            guard !state.closed, state.open > 0 || state.connecting > 0 else { return (.none, nil) }
             slot.failures += 1
+            let othersAnswer = state.lastAnswer.map { now - $0 < Self.silenceEvidence } ?? false
+            guard refused || othersAnswer else { return (.last, nil) }
             slot.rests = true
             slot.restsTaken &+= 1
             state.busy -= 1
-            return (min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5))), slot.restsTaken)
+            return (.rests, (min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5))), slot.restsTaken))
         }
-        guard let rest else { return false }
-        timerLoop.scheduleTask(in: TimeAmount(rest.pause)) { self.endRest(slot, rest.taken) }
-        return true
+        if let rest { timerLoop.scheduleTask(in: TimeAmount(rest.pause)) { self.endRest(slot, rest.taken) } }
+        return after
     }
 
     /// A connection was opened for `slot`: the server takes connections again, so the places
     /// resting end their pauses now (each is tried when the load asks for it, and rests again,
     /// for longer, if the server still refuses it), rather than leave the pool short for up to
-    /// ``longestRest`` after a spell in which the server refused connections.
+    /// ``longestRest`` after a spell in which the server refused connections. Against a server
+    /// that grants fewer connections than the pool's size, each connection replaced this way
+    /// costs each resting place one more refused connect.
     private func endRests(after slot: Slot) {
         let resting = state.withLock { _ -> [(Slot, Int)] in
             slot.failures = 0
@@ -838,7 +871,12 @@ public final class PostgresPool: Sendable {
                     while faults.connectsHeld { Thread.sleep(forTimeInterval: 0.01) }
                 }
                 let result = Result {
-                    try PostgresConnection(conninfo: configuration.conninfo, limits: configuration.limits, faults: configuration.faults)
+                    if configuration.faults?.connectsFail == true {
+                        throw PostgresError(
+                            code: .connectionFailed,
+                            message: "connection to server failed: server closed the connection unexpectedly (fault injected)")
+                    }
+                    return try PostgresConnection(conninfo: configuration.conninfo, limits: configuration.limits, faults: configuration.faults)
                 }
                 // The server answered (its start-up and the session's settings), even if the
                 // call's deadline has cut the wait for it.

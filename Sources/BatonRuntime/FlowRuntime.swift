@@ -559,7 +559,7 @@ public final class FlowRuntime: Sendable {
             }
         } catch let error as PostgresError where error.code == .commitOutcomeUnknown {
             let first = attempt.withLock { $0 }
-            logger.warning("the connection broke after COMMIT was sent; the command log decides", metadata: ["flow": .string(flow)])
+            logger.warning("the outcome of COMMIT is unknown (the connection broke, or the deadline passed, after it was sent); the command log decides", metadata: ["flow": .string(flow)])
             return try await pool.withTransaction { db in
                 let again = try await body(db)
                 if again.reply.replayed, let first, first.reply.body == again.reply.body { return first }

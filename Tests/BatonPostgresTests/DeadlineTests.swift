@@ -986,3 +986,27 @@ extension DeadlineTests {
         await pool.close()
     }
 }
+
+extension DeadlineTests {
+    // A connect that failed with no refusal from the server (a proxy in front closing new
+    // connections, a name that did not resolve for a moment) while another connection worked
+    // failed its caller, and its empty place went back where the next caller took it first:
+    // every caller then met the failing connect, while the working connection sat idle.
+    @Test("a place whose connects fail while another connection answers: callers are served by the working connection, at once or after waiting for it")
+    func failingConnectBesideAWorkingOne() async throws {
+        let faults = PostgresFaults()
+        let pool = PostgresPool(configuration: .init(conninfo: try await TestDatabase.make(), maxConnections: 2, faults: faults))
+        _ = try await pool.query("SELECT 1")
+        faults.failConnects(true)
+        defer { faults.failConnects(false) }
+        // Two at once: the second needs the other place, whose connect fails; it waits for the
+        // first's connection.
+        async let first = pool.query("SELECT pg_sleep(0.1)")
+        async let second = pool.query("SELECT pg_sleep(0.1)")
+        _ = try await (first, second)
+        // One at a time: each is served by the working connection.
+        for _ in 0..<20 { _ = try await pool.query("SELECT 1") }
+        #expect(pool.statistics.open == 1, "\(pool.statistics)")
+        await pool.close()
+    }
+}

@@ -632,6 +632,7 @@ struct PoolTests {
         #expect(!failed("timeout expired").isRefusalByServer)
         #expect(!failed("FATAL:  the database system is starting up").isRefusalByServer)
         #expect(!failed("FATAL:  the database system is shutting down").isRefusalByServer)
+        #expect(!failed("ERROR:  pgbouncer cannot connect to server").isRefusalByServer)
         #expect(!PostgresError(code: .server, sqlState: SQLState.cannotConnectNow, message: "starting up").isRefusalByServer)
         #expect(!PostgresError(code: .connectionLost, message: "FATAL:  terminating connection due to administrator command").isRefusalByServer)
     }

@@ -64,7 +64,7 @@ struct DeepLinkController: Sendable {
         guard let value = values.first else { return nil }
         guard values.count == 1, let key = IdempotencyKey.key(fromHeader: value) else {
             throw APIError.invalidRequest(
-                "Idempotency-Key must be one value: 1 to 255 visible ASCII characters, or a quoted string of them (\"…\")")
+                "Idempotency-Key must be one value: 1 to 255 visible ASCII characters, or a quoted string (\"…\") of 1 to 255 printable ASCII characters")
         }
         return IdempotencyKey(
             scope: identity.primarySubject?.description ?? "anonymous", key: key,
