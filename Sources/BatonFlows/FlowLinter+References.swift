@@ -136,6 +136,10 @@ struct FieldReferenceChecker {
         var result: FieldShape
         var data: [String: FieldShape]
         var item: FieldShape = .unknown
+        /// The members `{{input.…}}` has while an event is handled: only what was validated is
+        /// kept (an input state's submission; a transition's `input:` rules). Nil where that is
+        /// not known here (an action state, a screen's own templates), and nothing is checked.
+        var input: Set<String>?
     }
 
     func context(loads: [LoaderCall], results: Set<ResultSource>) -> Context {
@@ -191,12 +195,26 @@ struct FieldReferenceChecker {
             check(transition, context)
         }
         for event in state.handlerOrder {
-            if let transition = state.handlers[event] { check(transition, context) }
+            guard let transition = state.handlers[event] else { continue }
+            var handling = context
+            if case .input(let input) = state.response, event == "submit" {
+                handling.input = input.kind == .text ? ["text", "value"] : ["choice", "choices", "value"]
+            } else {
+                handling.input = []
+            }
+            check(transition, handling)
         }
     }
 
     mutating func check(_ transition: Transition, _ context: Context) {
-        if let message = transition.input?.patternMessage { check(message, context) }
+        var context = context
+        if let rules = transition.input {
+            // Its message sees the text being checked as `{{input.value}}`.
+            var checking = context
+            checking.input = nil
+            if let message = rules.patternMessage { check(message, checking) }
+            context.input = context.input.map { $0.union(rules.accept).union(["value"]) }
+        }
         if let guardCall = transition.guardCall { check(guardCall, context) }
         check(transition.guardElse, context)
         if let match = transition.match { check(match, context) }
@@ -246,6 +264,11 @@ struct FieldReferenceChecker {
 
     mutating func check(_ path: [String], at location: SourceLocation, _ context: Context) {
         if let problem = problem(path, context) { findings.error(problem, location) }
+        if path.count >= 2, path[0] == "input", let kept = context.input, !kept.contains(path[1]) {
+            findings.warning(
+                "'{{\(path.joined(separator: "."))}}' is empty here: a command's input is kept only as validated, by an input state's submit or a transition's input: rules, and nothing here validates '\(path[1])'",
+                location)
+        }
     }
 
     // MARK: - Resolution

@@ -48,6 +48,53 @@ struct FieldReferenceTests {
         #expect(found == ["t.yaml:14:22: error: '{{result.nmae}}': no field 'nmae' in the result of effect 'playlists.create'; did you mean 'name'?"])
     }
 
+    // Only what a flow validates is kept of a command's input: `{{input.text}}` on an event that
+    // validates nothing renders empty, which an author would otherwise learn in production.
+    @Test("{{input.<member>}} where nothing validates that member is a warning; an input state's submit and a transition's input: rules keep theirs")
+    func unvalidatedInput() {
+        let found = lint(
+            """
+            flow: t
+            auth: any
+            start: ask
+            states:
+              ask:
+                input: { title: Name, submit: Create }
+                on:
+                  submit:
+                    do: playlists.create
+                    with: { name: "{{input.text}} {{input.value}} {{input.barcode}}" }
+                    outcomes: { created: show }
+                  cancel: show
+              show:
+                screen:
+                  id: s
+                  sections:
+                    - id: main
+                      components:
+                        - { type: textField, id: name, action: { type: command, event: rename } }
+                        - { type: textField, id: code, action: { type: command, event: scanned } }
+                on:
+                  rename:
+                    do: playlists.create
+                    with: { name: "{{input.text}}" }
+                    outcomes: { created: done }
+                  scanned:
+                    input: { accept: [barcode, text], pattern: "^[0-9]+$", patternMessage: "{{input.value}} is not a code" }
+                    do: playlists.create
+                    with: { name: "{{input.barcode}} {{input.value}} {{input.choice}}" }
+                    outcomes: { created: done }
+              done:
+                done: {}
+            """)
+        #expect(
+            found == [
+                "t.yaml:10:23: warning: '{{input.barcode}}' is empty here: a command's input is kept only as validated, by an input state's submit or a transition's input: rules, and nothing here validates 'barcode'",
+                "t.yaml:24:23: warning: '{{input.text}}' is empty here: a command's input is kept only as validated, by an input state's submit or a transition's input: rules, and nothing here validates 'text'",
+                "t.yaml:29:23: warning: '{{input.choice}}' is empty here: a command's input is kept only as validated, by an input state's submit or a transition's input: rules, and nothing here validates 'choice'",
+            ], "\(found)")
+    }
+
     @Test("{{data.<load>.<field>}} is checked against the loader's fields, nested lists included")
     func dataField() {
         let found = lint(
