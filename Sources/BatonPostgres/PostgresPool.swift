@@ -128,8 +128,9 @@ public final class PostgresPool: Sendable {
         /// Calls the database answered (`release`; a cut call that had an answer, in
         /// `deadlinePassed`): a late cut looks whether this moved since the first of its run.
         var answers = 0
-        /// When `release` last counted an answer: a connect that fails with the other
-        /// connections answering is no outage (`rest`).
+        /// When the last answer `release` counted came (its connection's
+        /// ``PostgresConnection/lastAnswer``): a connect that fails with the other connections
+        /// answering is no outage (`rest`).
         var lastAnswer: ContinuousClock.Instant?
         /// Connects the server answered (`connect`), whether or not their call's deadline had
         /// cut the wait for them.
@@ -576,16 +577,15 @@ public final class PostgresPool: Sendable {
     static let nearHead = 4
 
     /// Gives a slot back: to a waiter near the head of the queue, or to the idle list.
-    /// `answered`: the database answered its call's body, which was not cut.
-    /// `last`: the slot goes to the front of the idle list, to be taken only when every other
-    /// is taken (its connect failed: `rest`).
-    private func release(_ slot: Slot, answered: Bool = false, last: Bool = false) {
+    /// `answered`: when the database last answered its call's body, which was not cut (nil:
+    /// it did not). `last`: the slot goes to the front of the idle list, to be taken only when
+    /// every other is taken (its connect failed: `rest`).
+    private func release(_ slot: Slot, answered: ContinuousClock.Instant? = nil, last: Bool = false) {
         enum Next { case waiter(Waiter), idle, closed }
-        let now: ContinuousClock.Instant? = answered ? .now : nil
         let next = state.withLock { state -> Next in
-            if answered {
+            if let answered {
                 state.answers &+= 1
-                state.lastAnswer = now
+                state.lastAnswer = answered
             }
             if !state.waiters.isEmpty {
                 // A waiter near the head that waits on the slot's own loop (a database thread, or
@@ -690,7 +690,7 @@ public final class PostgresPool: Sendable {
         call.answers = connection.answers
         let result = await Result { try await body(connection) }
         // A cut call was accounted for by its deadline (`heard`).
-        finish(slot, connection, answered: !call.cut && connection.answers != call.answers)
+        finish(slot, connection, answered: !call.cut && connection.answers != call.answers ? connection.lastAnswer : nil)
         if call.cut {
             // A cut that came after COMMIT was sent says so: the transaction may have committed.
             if case .failure(let error as PostgresError) = result, error.code == .commitOutcomeUnknown { throw error }
@@ -711,14 +711,15 @@ public final class PostgresPool: Sendable {
 
     /// After a body: a connection that broke, that a deadline cut, that the server refused a
     /// write on as read-only, or that the body left inside a transaction is not reused; then the
-    /// slot goes back. `answered`: the database answered the body, which was not cut.
+    /// slot goes back. `answered`: when the database last answered the body, which was not cut
+    /// (nil: it did not).
     ///
     /// A read-only snapshot left open (``PostgresConnection/endsSnapshotLazily``) goes back as it
     /// is: its `ROLLBACK` travels with the next lease's first statements, which saves the round
     /// trip a `COMMIT` of its own would cost. So that no snapshot lingers on an idle connection
     /// (holding back vacuum, or a migration's lock), a timer on the loop ends it on its own if
     /// nobody leases the connection within ``snapshotGrace``.
-    private func finish(_ slot: Slot, _ connection: PostgresConnection, answered: Bool) {
+    private func finish(_ slot: Slot, _ connection: PostgresConnection, answered: ContinuousClock.Instant?) {
         if connection.abortReason != nil || !connection.isOpen || connection.refusedWrite
             || (connection.isInTransaction && !connection.endsSnapshotLazily)
         {
@@ -730,7 +731,7 @@ public final class PostgresPool: Sendable {
     /// Releases a slot on its loop; a read-only snapshot left open on its connection, with no
     /// timer armed to end it, gets one: it ends after ``snapshotGrace`` unless someone leases the
     /// connection meanwhile (`run` cancels the timer when it arrives here).
-    private func giveBack(_ slot: Slot, answered: Bool = false) {
+    private func giveBack(_ slot: Slot, answered: ContinuousClock.Instant? = nil) {
         let openSnapshot = slot.snapshotTimer == nil && slot.connection?.endsSnapshotLazily == true
         release(slot, answered: answered)
         if openSnapshot { slot.snapshotTimer = slot.loop.schedule(after: Self.snapshotGrace) { [self] in endIdleSnapshot(slot) } }

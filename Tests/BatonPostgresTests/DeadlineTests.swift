@@ -840,12 +840,7 @@ extension DeadlineTests {
 
 extension DeadlineTests {
     /// How many threads named `name` run in this process now.
-    static func threads(named name: String) -> Int {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.count { task in
-            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.hasPrefix(name) == true
-        }
-    }
+    static func threads(named name: String) -> Int { processThreadNames().count { $0.hasPrefix(name) } }
 
     /// How many fail-fast probes run in this process now.
     static func probes() -> Int { threads(named: "baton-db-probe") }

@@ -212,9 +212,7 @@ struct PoolTests {
     @Test("the database loops' threads carry their own names, as top -H and perf show them")
     func threadNames() async throws {
         let loops = PostgresEventLoop.shared.count
-        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
-        let names = Set(tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
-            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        let names = Set(processThreadNames())
         for index in 0..<loops {
             #expect(names.contains("baton-db-io-\(index)"), "threads: \(names.sorted())")
         }
@@ -774,6 +772,13 @@ private struct LimitedRole {
             await admin.close()
         }
     }
+}
+
+/// The names of the process's threads, as the kernel keeps them (Linux: none elsewhere).
+func processThreadNames() -> [String] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+        .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
 }
 
 /// The calling thread's name, as the kernel keeps it (the database loops name theirs).
