@@ -147,12 +147,21 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
         guard socket >= 0 else { throw connection.connectionError() }
         // The server's socket gets a second descriptor (NIO's); libpq's descriptor is pointed at
         // one end of a socket pair; the other end is the relay's.
+        // Every descriptor made here is close-on-exec from the start, as libpq's own socket is: a
+        // child started meanwhile (the studio's `dot`, an embedded cluster's tools) would
+        // otherwise hold the server's socket open past `cut`. Darwin has no SOCK_CLOEXEC or
+        // dup3, so there the flag is set right after, leaving a window of a few instructions.
         var pair: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else {
+        #if os(Linux)
+        let pairType = Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue)
+        #else
+        let pairType = SOCK_STREAM
+        #endif
+        guard socketpair(AF_UNIX, pairType, 0, &pair) == 0 else {
             throw PostgresError(code: .connectionFailed, message: "cannot create the database relay's socket pair (errno \(errno))")
         }
-        let server = dup(socket)
-        guard server >= 0, dup2(pair[1], socket) >= 0 else {
+        let server = fcntl(socket, F_DUPFD_CLOEXEC, 0)
+        guard server >= 0, duplicate(pair[1], onto: socket) else {
             let error = errno
             close(pair[0])
             close(pair[1])
@@ -162,9 +171,9 @@ final class EventLoopDatabaseLoop: DatabaseLoop, @unchecked Sendable {
         close(pair[1])
         let relay = pair[0]
         for descriptor in [relay, socket] { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
-        // `dup` and `dup2` give descriptors without the close-on-exec libpq set on its socket: a
-        // child started meanwhile would hold the server's socket open past `cut`.
-        for descriptor in [relay, socket, server] { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        #if !os(Linux)
+        for descriptor in [relay, socket] { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        #endif
         #if canImport(Darwin)
         // No MSG_NOSIGNAL here: neither end may raise SIGPIPE (libpq set this on the socket it
         // opened, which its descriptor no longer is).
@@ -515,4 +524,13 @@ final class PollDriver: SocketDriver, @unchecked Sendable {
         guard socket >= 0 else { return }
         if loop.inLoop { loop.unwatch(self) } else { loop.execute { [self] in loop.unwatch(self) } }
     }
+}
+
+/// Points `target` at `source`'s socket, close-on-exec where the system can do both at once.
+private func duplicate(_ source: Int32, onto target: Int32) -> Bool {
+    #if os(Linux)
+    dup3(source, target, O_CLOEXEC) >= 0
+    #else
+    dup2(source, target) >= 0
+    #endif
 }
