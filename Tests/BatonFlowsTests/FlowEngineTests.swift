@@ -58,6 +58,40 @@ struct FlowEngineTests {
         #expect(calls > 1 && calls <= FlowEngine.maxHops + 1, "one call per pass through the action state: \(calls)")
     }
 
+    @Test("a step resumed after a service call validates a later transition's input: rules against the input it validated before the call")
+    func inputRulesAfterACall() async throws {
+        let source = """
+            flow: label
+            start: ask
+            states:
+              ask:
+                input: { title: Label, minLength: 1, maxLength: 20 }
+                on:
+                  submit:
+                    call: { service: tracking, path: /v1/parcels/3SDEMO0000001 }
+                    outcomes: { 2xx: check }
+              check:
+                match: "{{result.status}}"
+                cases: { lost: { error: "Lost." } }
+                otherwise:
+                  input: { accept: [text], trim: true, uppercase: true, pattern: "^3S[A-Z0-9]+$", patternMessage: "Not a label." }
+                  to: shown
+              shown:
+                done: { message: "Label {{input.value}}" }
+            """
+        let (loaded, diagnostics) = FlowLoader.load(source: source, file: "Flows/label.yaml")
+        #expect(diagnostics.isEmpty, "\(diagnostics)")
+        let engine = FlowEngine(flow: try #require(loaded))
+        let started = try await engine.start(parameters: [:], host: host, call: Fixtures.user)
+        let submitted = try await engine.handle(
+            event: "submit", input: CommandInput(text: " 3sdemo0000001 "), session: started.session, host: host, call: Fixtures.user)
+        let pending = try #require(submitted.pending)
+        let step = try await engine.resume(
+            call: pending.call, result: .response(status: 200, body: ["status": "known"]), session: submitted.session, host: host,
+            call: Fixtures.user, hops: pending.hops)
+        #expect(step.reply == .done(message: "Label 3SDEMO0000001", refresh: .none))
+    }
+
     @Test("parameters are checked: unknown, pattern, required")
     func parameters() async {
         let engine = Fixtures.engine("note-create")
