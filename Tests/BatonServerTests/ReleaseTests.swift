@@ -20,15 +20,18 @@ import Testing
 struct ReleaseTests {
     static let flows = TestDatabase.repositoryRoot.appendingPathComponent("Flows")
 
-    /// Two replicas on one fresh, seeded database.
+    /// Two replicas on one fresh, seeded database. `checkInterval` is how often each looks for a
+    /// release on its own; tests of the notification pass an hour, so that only NOTIFY (or the
+    /// listener's reconnect) can bring a change in time.
     func replicas(
-        registryA: FlowRegistry = BuiltinFlowsTests.registry(), registryB: FlowRegistry = BuiltinFlowsTests.registry()
+        registryA: FlowRegistry = BuiltinFlowsTests.registry(), registryB: FlowRegistry = BuiltinFlowsTests.registry(),
+        checkInterval: Duration = .seconds(1)
     ) async throws -> (BatonEnvironment, BatonEnvironment) {
         let conninfo = try await TestDatabase.make(migrated: true)
         func replica(_ name: String, registry: FlowRegistry) async throws -> BatonEnvironment {
             try await TestApplication.environment(conninfo: conninfo, flows: Self.flows, registry: registry, configure: {
                 $0.flowsSource = .auto
-                $0.releaseCheckInterval = .seconds(1)
+                $0.releaseCheckInterval = checkInterval
                 $0.replicaName = name
             })
         }
@@ -99,7 +102,7 @@ struct ReleaseTests {
 
     @Test("20 publishes and a rollback reach both replicas, with zero failed requests under steady load (prints publish-to-served)")
     func publishReachesEveryReplica() async throws {
-        let (a, b) = try await replicas()
+        let (a, b) = try await replicas(checkInterval: .seconds(3600))
         try await buildApplication(a).test(.router) { clientA in
             try await buildApplication(b).test(.router) { clientB in
                 #expect(try await welcome(clientA) == "Welcome", "no release yet: the files are served")
@@ -446,7 +449,15 @@ struct ReleaseTests {
                 "SELECT DISTINCT subject FROM flow_sessions WHERE definition_hash = $1 ORDER BY subject", [rampedHash]
             ).map { try $0.decode(String.self, at: 0) }
             #expect(Set(after) == Set(before))
-            // Promote: everyone; rollback after a ramp: nobody new.
+            // And none moved from the new side back to the old, which the sets above cannot see
+            // (a subject's first session keeps it in both).
+            let onBoth = try await a.pool.query(
+                """
+                SELECT count(*) FROM (SELECT subject FROM flow_sessions WHERE flow = 'favourite-add'
+                GROUP BY subject HAVING count(DISTINCT definition_hash) > 1) AS split
+                """)[0].decode(Int.self, at: 0)
+            #expect(onBoth == 0, "subjects with sessions on both definitions")
+            // Promote: everyone.
             _ = try await a.pool.withTransaction { try await ReleaseStore.promote($0, actor: "tests") }
             _ = try await within(.seconds(5)) {
                 try await client.execute(uri: "/readyz", method: .get, headers: [:]).json["checks"]?["flows"]?["release"] == .string(ramped.id)
@@ -456,13 +467,18 @@ struct ReleaseTests {
 
     @Test("a replica whose listen connection is cut catches up within 10 s")
     func catchesUpAfterACut() async throws {
-        let (a, b) = try await replicas()
+        let (a, b) = try await replicas(checkInterval: .seconds(3600))
         try await buildApplication(b).test(.router) { client in
             _ = try await publish(a.pool, try files(welcome: "Before the cut"))
             _ = try await within(.seconds(5)) { try await welcome(client) == "Before the cut" }
             // Kill the listening backend, and publish while the replica reconnects.
             let admin = PostgresPool(configuration: .init(conninfo: try await TestDatabase.adminConninfo(), maxConnections: 1))
-            try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN baton_releases%'")
+            // Only this test's database: other tests' replicas listen too.
+            let database = try await b.pool.query("SELECT current_database()")[0].decode(String.self, at: 0)
+            let cut = try await admin.query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN baton_releases%' AND datname = $1", [database]
+            ).map { try $0.decode(Bool.self, at: 0) }
+            #expect(cut == [true], "the replica's listen connection was the one cut")
             _ = try await publish(a.pool, try files(welcome: "After the cut"))
             let took = try await within(.seconds(10)) { try await welcome(client) == "After the cut" }
             print("caught up after a cut listen connection in \(took)")
