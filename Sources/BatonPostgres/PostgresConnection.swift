@@ -517,8 +517,18 @@ public final class PostgresFaults: Sendable {
     private let connectDelay = Mutex<Duration?>(nil)
     private let holdingConnects = Mutex(false)
     private let failingConnects = Mutex(false)
+    private let restLength = Mutex<Duration?>(nil)
 
     public init() {}
+
+    /// Until called again with nil, a place that rests after a refused connect rests for
+    /// `duration` instead of the pool's own pause (1 s, doubling with each refusal): a
+    /// rest that outlasts the test whatever the machine's load, so that only the pool's own
+    /// decisions (a connection that opens, its caller's turn) can end it.
+    public func rest(for duration: Duration?) { restLength.withLock { $0 = duration } }
+
+    /// The pause `rest(for:)` set.
+    var rests: Duration? { restLength.withLock { $0 } }
 
     /// Until called again with false, every connection the pool opens fails as a connection the
     /// network or a proxy in front ended does (`server closed the connection unexpectedly`),

@@ -809,7 +809,8 @@ public final class PostgresPool: Sendable {
             slot.rests = true
             slot.restsTaken &+= 1
             state.busy -= 1
-            return (.rests, (min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5))), slot.restsTaken))
+            let pause = configuration.faults?.rests ?? min(Self.longestRest, Self.firstRest * (1 << min(slot.failures - 1, 5)))
+            return (.rests, (pause, slot.restsTaken))
         }
         if let rest { timerLoop.scheduleTask(in: TimeAmount(rest.pause)) { self.endRest(slot, rest.taken) } }
         return after
