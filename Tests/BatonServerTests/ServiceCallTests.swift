@@ -238,9 +238,24 @@ struct ServiceCallTests {
     @Test("bearer auth sends the configured token; logs and metrics never see it")
     func bearer() async throws {
         let server = try await TrackingServer()
-        let client = Self.client(server)
-        _ = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(auth: .bearer))
-        #expect(server.requestHeaders.last?["authorization"] == "Bearer sesame")
+        let log = LogCapture()
+        let metrics = BatonMetrics()
+        let url = server.baseURL
+        let client = ServiceClient(
+            settings: { $0 == "baton.service.tracking.url" ? url : ($0 == "baton.service.tracking.token" ? "sesame" : nil) },
+            metrics: metrics, logger: log.logger(level: .trace))
+        // A retried attempt and a success: every line the client logs on its way.
+        server.configure { $0.failNext = 1 }
+        let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(auth: .bearer))
+        guard case .response(200, _) = result else { Issue.record("expected 200, got \(result)"); return }
+        #expect(server.requestHeaders.count == 2 && server.requestHeaders.allSatisfy { $0["authorization"] == "Bearer sesame" })
+        #expect(log.lines.count >= 2, "the retry and the answer are logged: \(log.lines)")
+        let logged = log.lines.filter { "\($0.message) \($0.metadata)".contains("sesame") }
+        #expect(logged.isEmpty, "\(logged)")
+        var exposition: [UInt8] = []
+        metrics.registry.emit(into: &exposition)
+        #expect(String(decoding: exposition, as: UTF8.self).contains("tracking"), "the call is counted")
+        #expect(!String(decoding: exposition, as: UTF8.self).contains("sesame"))
         await server.stop()
     }
 
