@@ -53,11 +53,13 @@ struct SchemaTests {
         var files: [String] = []
         for directory in ["Flows", "Tests/Fixtures/flows"] {
             let url = Fixtures.root.appendingPathComponent(directory)
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+            for name in try FileManager.default.contentsOfDirectory(atPath: url.path)
             where name.hasSuffix(".yaml") && !["contract.yaml", "deeplinks.yaml", "services.yaml"].contains(name) {
                 files.append(url.appendingPathComponent(name).path)
             }
         }
+        // The script passes with no file at all: the test must have the repository's flows.
+        #expect(files.count >= 10, "\(files)")
         let (status, text) = try await ExternalTool.run(
             python, [Fixtures.root.appendingPathComponent("scripts/checks/validate_flows_schema.py").path, Self.schemaURL.path] + files)
         #expect(status == 0, "\(text)")

@@ -37,7 +37,7 @@ struct DeploymentFilesTests {
         let url = try #require(environment["DATABASE_URL"] as? String)
         #expect(url.contains("@postgres:5432/"), "Baton must reach the compose service by name")
         #expect(environment["HTTP_HOST"] as? String == "0.0.0.0", "a container must listen beyond loopback")
-        // Every service is either a known one or lives in a profile.
+        // Every service has an image to run or a build to make one.
         for (name, value) in services {
             let service = try #require(value as? [String: Any], "\(name)")
             #expect(service["image"] != nil || service["build"] != nil, "\(name) has neither image nor build")

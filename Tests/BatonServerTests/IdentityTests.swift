@@ -29,6 +29,10 @@ struct IdentityTests {
         await signing.add(ecdsa: try ES256PrivateKey(pem: privateKey.pemRepresentation), kid: "issuer-a")
         let token = try await signing.sign(Claims(sub: "frank", exp: .init(value: Date().addingTimeInterval(60))), kid: "issuer-a")
         #expect(try await authenticator.user(fromToken: token) == "frank")
+        // With no kid, the configured key is the default.
+        let unnamed = JWTKeyCollection()
+        await unnamed.add(ecdsa: try ES256PrivateKey(pem: privateKey.pemRepresentation))
+        #expect(try await authenticator.user(fromToken: try await unnamed.sign(Claims(sub: "frank", exp: .init(value: Date().addingTimeInterval(60))))) == "frank")
         let other = JWTKeyCollection()
         await other.add(ecdsa: ES256PrivateKey())
         let forged = try await other.sign(Claims(sub: "frank", exp: .init(value: Date().addingTimeInterval(60))))

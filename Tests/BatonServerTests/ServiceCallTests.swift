@@ -543,6 +543,7 @@ struct ServiceCallTests {
             server.configure { $0.delay = .milliseconds(1500) }
             async let slow = resolve("3SDEMO0000002", key: "tap-2")
             for _ in 0..<100 where server.requests.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+            try #require(server.requests.count == 2, "the first request's call never reached the service: the retry would not be during it")
             let during = try await resolve("3SDEMO0000002", key: "tap-2")
             let original = try await slow
             #expect(original.json["message"] == "Parcel 3SDEMO0000002: On its way", "\(original.text)")
