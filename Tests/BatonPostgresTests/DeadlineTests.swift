@@ -843,7 +843,22 @@ extension DeadlineTests {
     static func threads(named name: String) -> Int { processThreadNames().count { $0.hasPrefix(name) } }
 
     /// How many fail-fast probes run in this process now.
-    static func probes() -> Int { threads(named: "baton-db-probe") }
+    /// The thread ids of the process's probes: a test follows its own probe by id, which a
+    /// probe left by an earlier test and ending meanwhile cannot stand in for.
+    static func probeThreadIDs() -> Set<String> {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return Set(tasks.filter { task in
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "baton-db-probe"
+        })
+    }
+
+    /// Waits, up to 8 s, for the probe threads in `ours` to end; whether they did.
+    static func probesEnded(_ ours: Set<String>) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(8)
+        while !ours.isDisjoint(with: probeThreadIDs()), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        return ours.isDisjoint(with: probeThreadIDs())
+    }
 
     /// A pool of one on `server` whose first call is cut (the server answers no statement): it
     /// fails fast, and its probe runs.
@@ -863,28 +878,27 @@ extension DeadlineTests {
     @Test("the fail-fast probe gives up each try within its bound: against a server that answers connects and no statement, closing the pool ends it", .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/task")))
     func probeBounded() async throws {
         let server = try MuteServer(.answersSetup)
-        let before = Self.probes()
+        let before = Self.probeThreadIDs()
         let pool = try await Self.failingFast(on: server)
-        try await Self.waitFor("the probe to start") { Self.probes() > before }
+        try await Self.waitFor("the probe to start") { !Self.probeThreadIDs().subtracting(before).isEmpty }
+        let ours = Self.probeThreadIDs().subtracting(before)
         await pool.close()
         // A try takes at most its 2 s bound, then the probe sees the pool closed.
-        let deadline = ContinuousClock.now + .seconds(8)
-        while Self.probes() > before, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
-        #expect(Self.probes() <= before, "the probe still runs 8 s after the pool closed")
+        #expect(try await Self.probesEnded(ours), "the probe still runs 8 s after the pool closed")
     }
 
     @Test("a pool let go of without close() while it fails fast ends its probe", .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/task")))
     func probeOfAPoolLetGo() async throws {
         let server = try MuteServer(.answersSetup)
-        let before = Self.probes()
+        let before = Self.probeThreadIDs()
         var pool: PostgresPool? = try await Self.failingFast(on: server)
-        try await Self.waitFor("the probe to start") { Self.probes() > before }
+        try await Self.waitFor("the probe to start") { !Self.probeThreadIDs().subtracting(before).isEmpty }
+        let ours = Self.probeThreadIDs().subtracting(before)
         weak let gone = pool
         pool = nil
-        let deadline = ContinuousClock.now + .seconds(8)
-        while Self.probes() > before, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        let ended = try await Self.probesEnded(ours)
         #expect(gone == nil, "something else holds the pool")
-        #expect(Self.probes() <= before, "the probe still runs 8 s after the pool was let go of")
+        #expect(ended, "the probe still runs 8 s after the pool was let go of")
     }
 }
 
