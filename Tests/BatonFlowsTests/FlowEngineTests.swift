@@ -93,11 +93,37 @@ struct FlowEngineTests {
     }
 
     @Test("parameters are checked: unknown, pattern, required")
-    func parameters() async {
+    func parameters() async throws {
+        func refusal(_ engine: FlowEngine, _ parameters: JSONObject) async -> String? {
+            do {
+                _ = try await engine.start(parameters: parameters, host: host, call: Fixtures.user)
+                return nil
+            } catch let error as FlowEngineError where error.kind == .invalidParameters {
+                return error.message
+            } catch {
+                return "another error: \(error)"
+            }
+        }
         let engine = Fixtures.engine("note-create")
-        await #expect(throws: FlowEngineError.self) { try await engine.start(parameters: ["folder": "Home!"], host: host, call: Fixtures.user) }
-        await #expect(throws: FlowEngineError.self) { try await engine.start(parameters: ["nope": "x"], host: host, call: Fixtures.user) }
-        #expect((try? await engine.start(parameters: [:], host: host, call: Fixtures.user)) != nil)
+        #expect(await refusal(engine, ["folder": "Home!"])?.contains("'folder'") == true)
+        #expect(await refusal(engine, ["nope": "x"]) == "flow 'note-create': unknown parameter 'nope'")
+        #expect(await refusal(engine, [:]) == nil, "folder is not required")
+        // A parameter declared without `required:` is required.
+        let source = """
+            flow: needs
+            params:
+              id: { pattern: "^[a-z]+$" }
+            start: shown
+            states:
+              shown:
+                done: { message: "{{params.id}}" }
+            """
+        let (loaded, diagnostics) = FlowLoader.load(source: source, file: "Flows/needs.yaml")
+        #expect(diagnostics.isEmpty, "\(diagnostics)")
+        let needs = FlowEngine(flow: try #require(loaded))
+        #expect(await refusal(needs, [:]) == "flow 'needs': parameter 'id' is required")
+        #expect(await refusal(needs, ["id": .null]) == "flow 'needs': parameter 'id' is required")
+        #expect(await refusal(needs, ["id": "abc"]) == nil)
     }
 
     @Test("submit runs the effect with interpolated arguments and branches on its outcome to done")
