@@ -176,6 +176,10 @@ struct StudioTests {
             let graph = try JSONValue.parse(Array(String(buffer: graphReply.body).utf8))
             #expect(graph["dot"]?.stringValue?.hasPrefix("digraph") == true)
             #expect(graph["mermaid"]?.stringValue?.hasPrefix("stateDiagram-v2") == true)
+            // A subject PostgreSQL text cannot hold is the request's fault: 400, not 500.
+            let sessions = try await client.execute(uri: "/studio/api/sessions?subject=user:a%00b", method: .get)
+            #expect(sessions.status == .badRequest, "\(sessions.status) \(String(buffer: sessions.body))")
+            #expect(try JSONValue.parse(Array(String(buffer: sessions.body).utf8))["error"]?["code"] == "invalid_request")
         }
         // Open and minting tokens: only on a loopback address.
         #expect(throws: BatonConfiguration.Error.self) {

@@ -52,6 +52,10 @@ public struct ErrorMiddleware: RouterMiddleware {
         case let error as CommandError:
             if error.kind == .rateLimited { metrics?.recordRateLimited(error.limit?.name ?? "other") }
             return APIError(commandError: error)
+        case let error as PostgresError where error.code == .invalidParameter:
+            // A value the request brought that PostgreSQL text cannot hold (U+0000): refused
+            // before it was sent, so nothing was written; the request's fault, not the server's.
+            return .invalidRequest("a value in the request contains U+0000, which cannot be stored")
         case let error as PostgresError where error.isUnavailable:
             // libpq's own words say why ("too many clients already", "password authentication
             // failed", "Connection refused"); the client hears only that it may try again.
