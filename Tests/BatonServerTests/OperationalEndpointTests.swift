@@ -237,6 +237,16 @@ struct OperationalEndpointTests {
                 "a chunk whose size is not a number",
                 "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
                 names: "chunk", reason: "chunk_size"),
+            // Only chunked frames a body: a coding named before it was dropped unread, and the
+            // body was taken as if only chunked had been named.
+            MalformedRequest(
+                "a transfer coding before chunked",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                names: "Transfer-Encoding", reason: "transfer_encoding"),
+            MalformedRequest(
+                "an unknown transfer coding on its own line before chunked",
+                "POST /v3/command HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: foo\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+                names: "Transfer-Encoding", reason: "transfer_encoding"),
             // A client that gives up mid-request and shuts its side (a cancelled upload).
             MalformedRequest(
                 "half a head, then the client's side closed", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Client-Platf",
@@ -266,8 +276,32 @@ struct OperationalEndpointTests {
             try await client.execute(uri: "/healthz", method: .get) { response in #expect(response.status == .ok) }
             let metrics = try await client.execute(uri: "/metrics", method: .get).text
             let counted = metrics.split(separator: "\n").filter { $0.hasPrefix("baton_http_refused_total{") }.map(String.init).sorted()
-            let reasons = ["chunk_size", "content_length", "head_too_large", "host", "invalid_character", "other", "request_line", "truncated"]
+            let reasons = ["chunk_size", "content_length", "head_too_large", "host", "invalid_character", "other", "request_line", "transfer_encoding", "truncated"]
             #expect(counted == reasons.map { "baton_http_refused_total{reason=\"\($0)\"} \($0 == request.reason ? 1 : 0)" })
+        }
+    }
+
+    @Test(
+        "CONNECT is refused with 400 and its connection closed at once: Baton is no proxy",
+        arguments: [
+            "CONNECT localhost:80 HTTP/1.1\r\nHost: localhost:80\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+            "CONNECT /v3/command HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        ])
+    func connectRefused(_ request: String) async throws {
+        // NIO's parser takes the bytes after a CONNECT head as a tunnel's and its encoder sends
+        // any answer to CONNECT without a body: before, the route's 404 or 405 went out bodiless
+        // and unframed, and the request after it was never read, the connection idle for 75 s.
+        // The refusal's envelope is lost the same way; the status and the close are what is left.
+        let app = buildApplication(try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry()))
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let answer = try #require(
+                await Loopback.exchange(port: port, sending: Array(request.utf8), timeout: 10), "no connection, or the server kept it open")
+            let answers = Loopback.Answer.all(answer)
+            #expect(answers.map(\.statusCode) == [400], "\(String(decoding: answer, as: UTF8.self))")
+            #expect(answers.first?.field("connection") == "close")
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"baton_http_refused_total{reason="request_line"} 1"#))
         }
     }
 

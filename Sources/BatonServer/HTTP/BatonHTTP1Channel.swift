@@ -4,7 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
 
-/// Hummingbird's HTTP/1.1 channel with three handlers more, ``HostHeaderCheck``,
+/// Hummingbird's HTTP/1.1 channel with three handlers more, ``RequestHeadCheck``,
 /// ``ConnectionPersistence`` and ``ExpectContinue``, placed between NIO's HTTP/1 decoder and
 /// the conversion to `HTTPTypes`: they need the request's HTTP version, or all of its `Host`
 /// lines, which the conversion drops. That conversion is ``OriginFormCodec`` in place of
@@ -25,7 +25,7 @@ struct BatonHTTP1Channel: ServerChildChannel {
                 let pipeline = channel.pipeline.syncOperations
                 let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
                 try pipeline.addHandlers(
-                    [HostHeaderCheck(), ConnectionPersistence(), ExpectContinue(bodyLimit: bodyLimit), OriginFormCodec()],
+                    [RequestHeadCheck(), ConnectionPersistence(), ExpectContinue(bodyLimit: bodyLimit), OriginFormCodec()],
                     position: .before(codec))
                 // ``OriginFormCodec`` takes the codec's place (removed at once: the channel reads nothing yet).
                 return pipeline.removeHandler(codec).map { value }
@@ -49,24 +49,33 @@ extension HTTPServerBuilder {
     }
 }
 
-/// Refuses a request without the one `Host` header HTTP/1.1 asks for: RFC 9112 §3.2 has a
+/// Refuses a request head Baton does not serve, before its request reaches Hummingbird:
+/// - `CONNECT`: Baton is no proxy, and NIO's parser takes everything after a `CONNECT` head as
+///   a tunnel's bytes, so the answer went without a body and the next request on the connection
+///   was never read;
+/// - a `Transfer-Encoding` other than `chunked` alone (RFC 9112 §6.1: a coding the server does not
+///   understand is refused, not skipped);
+/// - a request without the one `Host` header HTTP/1.1 asks for (below).
+///
+/// RFC 9112 §3.2 has a
 /// server answer `400` to an HTTP/1.1 request that has none, and to any request with more than
 /// one `Host` line or a value that is not `host[:port]`. The conversion to `HTTPTypes` takes the
 /// first `Host` as the request's authority and keeps the others as plain fields, so without
 /// this a request whose two `Host` lines a proxy in front read one way was served the other
 /// (a classic way to slip a request past a proxy's rules or into a cache under another name).
 ///
-/// The refusal travels as NIO's own parser errors do (`HTTPParserError.invalidHost`, which
-/// NIO's decoder itself never raises): Hummingbird answers `400` and closes the connection
+/// The refusal travels as NIO's own parser errors do (`invalidMethod` for CONNECT, and for
+/// the others errors NIO's decoder itself never raises: ``HTTPParserError/batonHost``,
+/// ``HTTPParserError/batonTransferEncoding``): Hummingbird answers `400` and closes the connection
 /// after the answers before it, and ``MalformedRequestEnvelope`` gives that answer the envelope
-/// and counts it under `host`. Nothing the client sends after the refused head is passed on
-/// (its body is read and dropped), nor the parser's complaints about it (the answer names the
-/// `Host`). The close waits for the
+/// and counts it (`request_line`, `host`, `transfer_encoding`). Nothing the client sends after
+/// the refused head is passed on (its body is read and dropped), nor the parser's complaints
+/// about it (the answer names what the head got wrong). The close waits for the
 /// refused request's body to end, or ``ClosingResponses/linger``, as ``ClosingResponses``
 /// waits for a body it refused: closed while the body still arrives, the socket is reset, and
 /// the reset can destroy the answer before the client reads it. An HTTP/1.0 request may leave
 /// `Host` out; an empty value is allowed (RFC 9112 §3.2: a target without an authority).
-final class HostHeaderCheck: ChannelDuplexHandler, RemovableChannelHandler {
+final class RequestHeadCheck: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
@@ -82,9 +91,9 @@ final class HostHeaderCheck: ChannelDuplexHandler, RemovableChannelHandler {
         let part = unwrapInboundIn(data)
         switch refusal {
         case .none:
-            guard case .head(let head) = part, !Self.isAcceptable(head) else { return context.fireChannelRead(data) }
+            guard case .head(let head) = part, let error = Self.refusal(of: head) else { return context.fireChannelRead(data) }
             refusal = .bodyArriving
-            context.fireErrorCaught(HTTPParserError.invalidHost)
+            context.fireErrorCaught(error)
         case .bodyArriving:
             guard case .end = part else { return }
             refusal = .ended
@@ -132,16 +141,30 @@ final class HostHeaderCheck: ChannelDuplexHandler, RemovableChannelHandler {
         context.close(mode: mode, promise: promise)
     }
 
-    /// One `Host` line holding a valid value, or none on an HTTP/1.0 request.
-    static func isAcceptable(_ head: HTTPRequestHead) -> Bool {
+    /// Why `head` is refused, as the parser error that carries the refusal; nil when it is not.
+    static func refusal(of head: HTTPRequestHead) -> HTTPParserError? {
+        if head.method == .CONNECT { return .invalidMethod }
         var host: String?
+        var transferEncoding: String?
         // Compared byte by byte, folding case: a head's fields are read for every request.
-        for field in head.headers where field.name.utf8.elementsEqual("host".utf8, by: { $0 | 0x20 == $1 }) {
-            guard host == nil else { return false }
-            host = field.value
+        for field in head.headers {
+            if field.name.utf8.elementsEqual("host".utf8, by: { $0 | 0x20 == $1 }) {
+                guard host == nil else { return .batonHost }
+                host = field.value
+            } else if field.name.utf8.elementsEqual("transfer-encoding".utf8, by: { $0 | 0x20 == $1 }) {
+                guard transferEncoding == nil else { return .batonTransferEncoding }
+                transferEncoding = field.value
+            }
         }
-        guard let host else { return head.version.major == 1 && head.version.minor == 0 }
-        return isValidHost(host)
+        // Only `chunked`, alone, frames a body here. NIO's parser frames `gzip, chunked` as
+        // chunked and hands on the body still gzipped, under a coding the route never hears of.
+        if let transferEncoding {
+            let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+            let value = transferEncoding.utf8.drop(while: isSpace).reversed().drop(while: isSpace).reversed()
+            guard value.elementsEqual("chunked".utf8, by: { $0 | 0x20 == $1 }) else { return .batonTransferEncoding }
+        }
+        guard let host else { return head.version.major == 1 && head.version.minor == 0 ? nil : .batonHost }
+        return isValidHost(host) ? nil : .batonHost
     }
 
     /// `uri-host [":" port]` (RFC 9112 §3.2, RFC 3986 §3.2.2–3.2.3): an IP literal in brackets
@@ -199,7 +222,7 @@ final class HostHeaderCheck: ChannelDuplexHandler, RemovableChannelHandler {
 }
 
 @available(*, unavailable)
-extension HostHeaderCheck: Sendable {}
+extension RequestHeadCheck: Sendable {}
 
 /// Says in each request's `Connection` header, in the one spelling the handlers after it read,
 /// whether the client keeps the connection after the answer (RFC 9112 §9.3).
@@ -291,3 +314,12 @@ final class ExpectContinue: ChannelDuplexHandler, RemovableChannelHandler {
 
 @available(*, unavailable)
 extension ExpectContinue: Sendable {}
+
+extension HTTPParserError {
+    /// ``RequestHeadCheck``'s refusals, carried as parser errors NIO's decoder never raises so
+    /// that Hummingbird answers them as it answers the parser's, and ``MalformedRequestEnvelope``
+    /// can tell them apart: the `Host` header.
+    static let batonHost = HTTPParserError.invalidHost
+    /// A `Transfer-Encoding` other than `chunked` alone.
+    static let batonTransferEncoding = HTTPParserError.invalidQueryString
+}

@@ -9,7 +9,7 @@ import NIOHTTPTypes
 ///
 /// When NIO's parser refuses a request (a control character or no colon in a header, a head
 /// over the decoder's limits, a `Content-Length` or chunk size that is not a number), or
-/// ``HostHeaderCheck`` refuses its `Host` header, the
+/// ``RequestHeadCheck`` refuses its head (`CONNECT`, its `Host`, its `Transfer-Encoding`), the
 /// refusal travels up the pipeline as an `HTTPParserError` and Hummingbird answers it with a
 /// bare `400` (`Connection: close`, `Content-Length: 0`), then closes the connection. That
 /// happens before the router for a broken head, and inside the route for a broken body
@@ -66,8 +66,10 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
         case chunkSize = "chunk_size"
         case requestLine = "request_line"
         /// No `Host` on an HTTP/1.1 request, more than one, or one that is not `host[:port]`
-        /// (``HostHeaderCheck``).
+        /// (``RequestHeadCheck``).
         case host
+        /// A `Transfer-Encoding` other than `chunked` alone (``RequestHeadCheck``).
+        case transferEncoding = "transfer_encoding"
         /// The client closed its side before the head or body was complete (a cancelled upload).
         case truncated
         case other
@@ -85,9 +87,13 @@ final class MalformedRequestEnvelope: ChannelDuplexHandler, RemovableChannelHand
             (.contentLength, "the Content-Length header is not a single whole number")
         case .invalidChunkSize:
             (.chunkSize, "a chunk of the body does not start with a valid size")
-        case .invalidHost:
+        case .batonHost:
             (.host, "the request needs exactly one Host header holding host[:port] (an HTTP/1.0 request may have none)")
-        case .invalidMethod, .invalidURL, .invalidVersion, .invalidPort, .invalidPath, .invalidConstant:
+        case .batonTransferEncoding:
+            (.transferEncoding, "the only Transfer-Encoding read here is chunked, alone; send the body as it is")
+        case .invalidMethod:
+            (.requestLine, "the method is not one Baton serves: not an HTTP method, or CONNECT (Baton is no proxy)")
+        case .invalidURL, .invalidVersion, .invalidPort, .invalidPath, .invalidConstant:
             (.requestLine, "the request line is not METHOD /path HTTP/1.1")
         case .invalidEOFState:
             (.truncated, "the request ended before its head or body was complete")
