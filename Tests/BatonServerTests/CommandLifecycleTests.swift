@@ -83,6 +83,11 @@ struct CommandLifecycleTests {
                     #expect(code == "invalid_json" || code == "invalid_request", "\(file): \(code ?? "no envelope")")
                 }
             }
+            // The message says where, once.
+            let truncated = try await client.execute(uri: "/v3/command", method: .post, body: ByteBuffer(string: "{\"payload\": "))
+            let message = truncated.json["error"]?["message"]?.stringValue ?? ""
+            #expect(message.hasPrefix("the body is not valid JSON: ") && message.hasSuffix(" at byte 12"), "\(message)")
+            #expect(message.components(separatedBy: "not valid JSON").count == 2, "\(message)")
             // Valid JSON of the wrong shape is invalid_request.
             for body in ["[]", "\"payload\"", "{\"payload\": 5}", "{\"payload\": \"x\", \"input\": []}", "{\"payload\": \"x\", \"input\": {\"text\": 1}}", "{\"payload\": \"x\", \"input\": {\"choices\": [1]}}"] {
                 let response = try await client.execute(uri: "/v3/command", method: .post, body: ByteBuffer(string: body))

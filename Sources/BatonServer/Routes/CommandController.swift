@@ -36,7 +36,7 @@ struct CommandController: Sendable {
         guard !bytes.isEmpty else { throw APIError.invalidJSON("the body is empty; send {\"payload\": \"…\"}") }
         let json: JSONValue
         do { json = try JSONValue.parse(bytes) } catch let error as JSONValue.ParseError {
-            throw APIError.invalidJSON("the body is not valid JSON: \(error.description)")
+            throw APIError.invalidJSON("the body is \(error.description)")
         }
         guard case .object(let object) = json else { throw APIError.invalidRequest("the body must be a JSON object") }
         guard let payload = object["payload"]?.stringValue, !payload.isEmpty else {

@@ -76,7 +76,7 @@ struct DeepLinkController: Sendable {
         guard !bytes.isEmpty else { throw APIError.invalidJSON("the body is empty; send {\"url\": \"…\"}") }
         let json: JSONValue
         do { json = try JSONValue.parse(bytes) } catch let error as JSONValue.ParseError {
-            throw APIError.invalidJSON("the body is not valid JSON: \(error.description)")
+            throw APIError.invalidJSON("the body is \(error.description)")
         }
         guard case .object(let object) = json, let url = object["url"]?.stringValue else {
             throw APIError.invalidRequest("the body must be {\"url\": \"<link>\"}")
