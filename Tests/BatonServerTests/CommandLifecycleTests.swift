@@ -114,6 +114,14 @@ struct CommandLifecycleTests {
         try await buildApplication(environment).test(.router) { client in
             #expect(try await client.execute(uri: "/x3/command", method: .post).status == .notFound)
             #expect(try await client.execute(uri: "/v0/command", method: .post).status == .notFound)
+            // A version past five digits is no endpoint either, and the answer says why.
+            for uri in ["/v123456/command", "/v123456/screens/home", "/v123456/deeplinks/resolve"] {
+                let method: HTTPRequest.Method = uri.hasSuffix("home") ? .get : .post
+                let tooLarge = try await client.execute(uri: uri, method: method)
+                #expect(tooLarge.status == .notFound, "\(uri)")
+                #expect(tooLarge.json["error"]?["message"] == "contract version v123456 is out of range: /v1 to /v99999", "\(uri)")
+            }
+            #expect(try await client.execute(uri: "/vx/command", method: .post).json["error"]?["message"] == "no such endpoint: /vx/command")
             let get = try await client.execute(uri: "/v3/command", method: .get)
             #expect(get.status == .methodNotAllowed)
             #expect(get.headers[.allow] == "POST")

@@ -9,6 +9,17 @@ public struct ClientContext: Sendable {
     /// Platforms reported as themselves in metrics; anything else is `other`.
     public static let platforms: Set<String> = ["ios", "android", "web", "appclip", "widget"]
 
+    /// The contract version a route's `/v{N}` segment names; `404` when it names none: no such
+    /// endpoint (`/vx/command`), or a version out of range (`/v0`, `/v123456`).
+    static func contractVersion(_ request: Request, context: BatonRequestContext) throws -> Int {
+        let segment = try context.parameters.require("version")
+        if let version = contractVersion(segment) { return version }
+        if segment.count > 1, segment.hasPrefix("v"), segment.utf8.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            throw APIError.notFound("contract version \(segment.prefix(24)) is out of range: /v1 to /v99999")
+        }
+        throw APIError.notFound("no such endpoint: \(request.uri.path.prefix(200))")
+    }
+
     /// The contract version from a `/v{N}/…` path segment, or nil if it is not one.
     public static func contractVersion(_ segment: String) -> Int? {
         guard segment.hasPrefix("v"), segment.count <= 6, let number = Int(segment.dropFirst()), number >= 1,

@@ -12,9 +12,7 @@ struct CommandController: Sendable {
 
     func register(on router: Router<BatonRequestContext>, catalog: RouteCatalog) {
         router.on(.post, "/:version/command", catalog: catalog) { request, context in
-            guard let contract = ClientContext.contractVersion(try context.parameters.require("version")) else {
-                throw APIError.notFound("no such endpoint: \(request.uri.path.prefix(200))")
-            }
+            let contract = try ClientContext.contractVersion(request, context: context)
             let body = try await context.body(of: request)
             let (payload, input) = try Self.parse(Array(buffer: body))
             let identity = try await ClientContext.identity(request, context: context, authenticator: authenticator)

@@ -20,9 +20,7 @@ struct ScreenController: Sendable {
 
     func register(on router: Router<BatonRequestContext>, catalog: RouteCatalog) {
         router.on(.get, "/:version/screens/:name", catalog: catalog) { request, context in
-            guard let contractVersion = ClientContext.contractVersion(try context.parameters.require("version")) else {
-                throw APIError.notFound("no such endpoint: \(request.uri.path.prefix(200))")
-            }
+            let contractVersion = try ClientContext.contractVersion(request, context: context)
             let name = try context.parameters.require("name")
             guard name.count <= 64, name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-" || $0 == "_") }) else {
                 throw APIError.notFound("there is no screen '\(name.prefix(64))'")
