@@ -224,6 +224,20 @@ public final class FlowRuntime: Sendable {
         case screen(String)
     }
 
+    /// Why the parameters a deep link carries cannot open `target`, as its flow or screen checks
+    /// them (required, pattern, length); nil when they can, or when the target is not served
+    /// (``resolveLink(_:parameters:identity:profile:idempotency:)`` says so). The allowlist's own
+    /// pattern may be wider than the target's: such a link is refused as a link, not as a request.
+    public func linkParameterProblem(_ target: LinkTarget, parameters: JSONObject) -> String? {
+        let served = self.served.withLock { $0 }
+        switch target {
+        case .flow(let flow):
+            return served.current[flow].flatMap { ParameterCheck.problem(parameters, specs: $0.flow.parameters) }
+        case .screen(let name):
+            return served.bundle.screens[name].flatMap { ParameterCheck.problem(parameters, specs: $0.parameters) }
+        }
+    }
+
     /// Opens a deep link's target for the caller: a flow starts (a new session) and answers
     /// with its first response; a screen answers `{"type":"screen","presentation":"push",…}`.
     ///

@@ -86,6 +86,25 @@ struct DeepLinkTests {
         }
     }
 
+    @Test("a value the allowlist's pattern lets through and its target's refuses is a link refused as parameter_invalid, not a 400")
+    func targetRefusesTheParameter() async throws {
+        let environment = try await environment()
+        try await buildApplication(environment).test(.router) { client in
+            var ios = deviceHeaders(Self.device)
+            ios[HTTPField.Name("X-Client-Platform")!] = "ios"
+            // The entry takes `^[A-Za-z0-9-]{1,64}$`; the playlist screen a UUID.
+            for link in ["exampleapp://playlist/abc", "https://app.example.com/playlists/A-B"] {
+                let refused = try await resolve(client, link, headers: ios)
+                #expect(refused.status == .ok, "\(link): \(refused.text)")
+                #expect(refused.json["code"] == "link_not_allowed", "\(link): \(refused.text)")
+                #expect(refused.json["reason"] == "parameter_invalid", "\(link): \(refused.text)")
+            }
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"baton_deeplinks_total{result="rejected",reason="parameter_invalid"} 2"#))
+            #expect(!metrics.contains(#"baton_deeplinks_total{result="allowed",reason="none"} "#), "counted once, as refused")
+        }
+    }
+
     @Test("bad locations are refused by the parameter pattern, hostile URLs by the parser; no session is created")
     func rejections() async throws {
         let environment = try await environment()

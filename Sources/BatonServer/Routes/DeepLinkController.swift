@@ -33,7 +33,17 @@ struct DeepLinkController: Sendable {
                 return Response.json(bytes: screen, headers: [.cacheControl: "no-store"])
             }
             guard let allowlist = live.allowlist else { throw APIError.notFound("deep links are not configured") }
-            let decision = allowlist.match(url, platform: profile.platform)
+            var decision = allowlist.match(url, platform: profile.platform)
+            // A value the entry's pattern lets through may still be one its target refuses (the
+            // allowlist's `^[A-Za-z0-9-]{1,64}$` before a screen's `^[0-9a-f-]{36}$`): a link that
+            // cannot open, answered as one.
+            var values = JSONObject()
+            if case .allowed(let target, let parameters, _) = decision {
+                for key in parameters.keys.sorted() { values[key] = .string(parameters[key]!) }
+                if let problem = runtime.linkParameterProblem(target.runtimeTarget, parameters: values) {
+                    decision = .rejected(.parameterInvalid, detail: problem)
+                }
+            }
             metrics.recordDeepLink(decision.metricDimensions)
             switch decision {
             case .rejected(let reason, _):
@@ -43,9 +53,7 @@ struct DeepLinkController: Sendable {
                         "type": "error", "code": "link_not_allowed",
                         "message": "This link can't be opened here.", "reason": .string(reason.label),
                     ], headers: [.cacheControl: "no-store"])
-            case .allowed(let target, let parameters, _):
-                var values = JSONObject()
-                for key in parameters.keys.sorted() { values[key] = .string(parameters[key]!) }
+            case .allowed(let target, _, _):
                 let reply = try await runtime.resolveLink(
                     target.runtimeTarget, parameters: values, identity: identity, profile: profile, idempotency: idempotency)
                 var headers: HTTPFields = [.cacheControl: "no-store"]
