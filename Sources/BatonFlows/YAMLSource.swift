@@ -152,13 +152,19 @@ public enum YAMLSource {
         var atLineStart = true
         var indent = 0
         var comment = false
+        // A line's indicators (`- `, `? `) nest as deep as its indentation; a line made of them
+        // alone (`- - - …`, to its end or the file's) nests as deep, so it is measured there too.
+        var indicators = false
+        func tooDeep() -> Bool { indicators && indent / 2 > maxDepth * 2 }
         for byte in text.utf8 {
             column += 1
             if byte == UInt8(ascii: "\n") {
+                if atLineStart, tooDeep() { return ("nesting deeper than \(maxDepth) levels", line, column) }
                 line += 1
                 column = 0
                 atLineStart = true
                 indent = 0
+                indicators = false
                 comment = false
                 if quote == UInt8(ascii: "'") { quote = nil }
                 continue
@@ -166,7 +172,7 @@ public enum YAMLSource {
             if comment { continue }
             if atLineStart {
                 if byte == UInt8(ascii: " ") { indent += 1; continue }
-                if byte == UInt8(ascii: "-") || byte == UInt8(ascii: "?") { indent += 2; continue }
+                if byte == UInt8(ascii: "-") || byte == UInt8(ascii: "?") { indent += 2; indicators = true; continue }
                 atLineStart = false
                 if indent / 2 > maxDepth * 2 {
                     return ("nesting deeper than \(maxDepth) levels", line, column)
@@ -186,6 +192,7 @@ public enum YAMLSource {
             default: break
             }
         }
+        if atLineStart, tooDeep() { return ("nesting deeper than \(maxDepth) levels", line, column) }
         return nil
     }
 
@@ -240,8 +247,12 @@ public enum YAMLSource {
 
     private static func diagnostic(_ error: YamlError, file: String) -> Diagnostic {
         switch error {
-        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
-            return .error("YAML syntax: \(problem)", at: SourceLocation(file: file, line: mark.line, column: mark.column))
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            // What libyaml was reading names where the mistake began: an unclosed quote is found
+            // only at the end of the file, and its context is the quote's place.
+            let started = context.map { " \($0.text) (from line \($0.mark.line), column \($0.mark.column))" } ?? ""
+            return .error("YAML syntax: \(problem)\(started)", at: SourceLocation(file: file, line: mark.line, column: mark.column))
         case .duplicatedKeysInMapping(let duplicates, let context):
             let keys = duplicates.map { "'\($0)'" }.joined(separator: ", ")
             return .error(

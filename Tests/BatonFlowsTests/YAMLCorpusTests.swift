@@ -78,11 +78,16 @@ struct YAMLCorpusTests {
         }
         let duplicates = try String(contentsOf: Self.corpora.appendingPathComponent("resource-limits/duplicate-keys.yaml.txt"), encoding: .utf8)
         let parts = duplicates.components(separatedBy: "---8<---\n").map { $0.split(separator: "\n").filter { !$0.hasPrefix("#") }.joined(separator: "\n") }
-        for part in parts where !part.isEmpty {
-            guard case .failure = YAMLSource.parse(part, file: "dup.yaml") else {
+            .filter { !$0.isEmpty }
+        #expect(parts.count == 5, "the corpus's five cases, split apart")
+        for part in parts {
+            guard case .failure(let diagnostic) = YAMLSource.parse(part, file: "dup.yaml") else {
                 Issue.record("accepted: \(part)")
                 continue
             }
+            // The last case overrides a key through a merge (`<<: *b`), refused for its anchor.
+            let reason = part.contains("<<") ? "anchors" : "duplicate key"
+            #expect(diagnostic.message.contains(reason), "\(part): \(diagnostic)")
         }
     }
 
@@ -94,7 +99,9 @@ struct YAMLCorpusTests {
             ("aliases", "{a: &a [{a}" + String(repeating: ",{a}", count: 1000 * kb / 4 - 100) + "], b: &b [*a" + String(repeating: ",*a", count: 99) + "]}"),
             ("nested slices", String(repeating: "[", count: 1000 * kb)),
             ("nested maps", "x: " + String(repeating: "{", count: 1000 * kb)),
-            ("nested indents", String(repeating: "- ", count: 1000 * kb)),
+            // Under the size cap (2 bytes a level), so that the nesting check is what refuses it.
+            ("nested indents", String(repeating: "- ", count: 300 * kb)),
+            ("nested indents, then a line", String(repeating: "- ", count: 300 * kb) + "\nx: 1\n"),
             ("slice at max depth", String(repeating: "[", count: 10000) + "1" + String(repeating: ",1", count: 1000) + String(repeating: "]", count: 10000)),
             ("10000-nested lines", String(repeating: "- " + String(repeating: "[", count: 10000) + String(repeating: "]", count: 10000) + "\n", count: 51)),
         ]
@@ -103,11 +110,19 @@ struct YAMLCorpusTests {
             let result = YAMLSource.parse(text, file: "\(name).yaml")
             #expect(ContinuousClock.now - started < .seconds(5), "\(name) took too long")
             if case .success = result { Issue.record("\(name) was accepted") }
+            if name.hasPrefix("nested"), case .failure(let diagnostic) = result {
+                #expect(diagnostic.message == "nesting deeper than \(YAMLSource.maxDepth) levels", "\(name): \(diagnostic)")
+            }
         }
         // Harmless large documents still load.
         let wide = String(repeating: "- " + String(repeating: "a", count: 20) + "\n", count: 20_000)
         guard case .success = YAMLSource.parse(wide, file: "wide.yaml") else {
             Issue.record("a wide, shallow document was refused")
+            return
+        }
+        // A blank line of many spaces is no nesting.
+        guard case .success = YAMLSource.parse("x: 1\n" + String(repeating: " ", count: 600) + "\ny: 2\n", file: "blank.yaml") else {
+            Issue.record("a blank line of spaces was refused")
             return
         }
     }
