@@ -5,6 +5,7 @@ import Testing
 
 @Suite("Contract lint")
 struct ContractLintTests {
+    /// Broken screens, linted against the repository's contract (Flows/contract.yaml).
     static let directory = ContractFixtures.root.appendingPathComponent("Tests/Fixtures/broken-contract")
     static let bundle = FlowBundle.load(
         directory: directory, catalog: FlowCatalog(), extraChecks: [ContractLinter(registry: ContractFixtures.registry).check])
