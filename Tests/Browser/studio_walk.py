@@ -32,6 +32,7 @@ parser.add_argument("--base-url", required=True)
 parser.add_argument("--screenshots", required=True)
 parser.add_argument("--timeout", type=float, default=30)
 parser.add_argument("--studio-token", help="BATON_STUDIO=true: check the token form with this token, then stop")
+parser.add_argument("--require-graphviz", action="store_true", help="fail when the server has no graphviz (it draws the flow graphs)")
 args = parser.parse_args()
 os.makedirs(args.screenshots, exist_ok=True)
 
@@ -115,6 +116,16 @@ def idle():
     time.sleep(0.4)
 
 
+def assert_labelled(where):
+    """Every form control on the page now has a label (or an aria-label): called wherever the walk
+    shows inputs that go away later (the input sheet is emptied when it closes)."""
+    unlabelled = driver.execute_script("""
+        return [...document.querySelectorAll('input, select, textarea')].filter((e) =>
+            e.type !== 'hidden' && !e.hidden && !e.getAttribute('aria-label') && !(e.id && document.querySelector(`label[for="${e.id}"]`))
+            && !e.closest('label')).map((e) => e.outerHTML.slice(0, 120));""")
+    assert not unlabelled, f"inputs without labels {where}: {unlabelled}"
+
+
 def token_mode():
     """BATON_STUDIO=true: the page asks for a studio token, then works as an anonymous device."""
     driver.get(args.base_url + "/studio")
@@ -133,8 +144,11 @@ def token_mode():
              lambda: any("artworkRow → detailRow (contract 1)" in t for t in texts(client(2), ".studio-mark")))
     idle()
     shot("token-mode-catalog")
-    # The only console errors: the studio API's 401 before the token was given.
-    problems = [e for e in driver.get_log("browser") if e["level"] == "SEVERE" and "401" not in e["message"]]
+    # The only console errors: the studio API's 401 before the token was given, which must be
+    # there (the proof that the console is captured).
+    console = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert any("401" in e["message"] for e in console), "the studio API's 401 is not in the captured console"
+    problems = [e for e in console if "401" not in e["message"]]
     assert not problems, "console errors:\n" + "\n".join(e["message"] for e in problems)
     print("STUDIO TOKEN MODE OK")
 
@@ -145,11 +159,15 @@ try:
         sys.exit(0)
     driver.get(args.base_url + "/studio")
     wait_for("two clients rendering home", lambda: len(driver.find_elements(By.CSS_SELECTOR, "article.client .baton-screen")) == 2)
+    # A console error of the walk's own, which the check at the end must find: the proof that
+    # the browser's console is being captured at all.
+    driver.execute_script("console.error('studio-walk console probe')")
     idle()
     shot("home")
 
     # Every component and action type of the contract has a renderer.
     config = json.load(urllib.request.urlopen(args.base_url + "/studio/api/config"))
+    assert config.get("graphviz") or not args.require_graphviz, "the server has no graphviz: the flow graph checks would be skipped"
     rendered = set(driver.execute_script("return BatonRender.componentTypes()"))
     performed = set(driver.execute_script("return BatonRender.actionTypes()"))
     missing = (set(config["components"]) - rendered) | (set(config["actions"]) - performed)
@@ -162,33 +180,36 @@ try:
     marks2 = texts(client(2), ".studio-mark")
     assert any("artworkHeader → header (contract 1)" in t for t in marks2), marks2
     assert client(2).find_elements(By.CSS_SELECTOR, '[data-component-type="detailRow"]'), "contract 1 should draw detail rows"
+    # Client 1 draws on its own: its catalog first, then the absence of marks on it.
+    wait_for("contract 3's artwork rows", lambda: client(1).find_elements(By.CSS_SELECTOR, '[data-component-type="artworkRow"]'))
     assert not client(1).find_elements(By.CSS_SELECTOR, ".studio-mark"), texts(client(1), ".studio-mark")
-    assert client(1).find_elements(By.CSS_SELECTOR, '[data-component-type="artworkRow"]'), "contract 3 should draw artwork rows"
     idle()
     shot("catalog-side-by-side", full=False)
 
     # Every component drawn by the renderer (contract 3), and every fallback marked (contract 1),
     # omissions where the component would have been.
-    if driver.find_elements(By.CSS_SELECTOR, '#screens button[data-screen="gallery"]'):
-        driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="gallery"]').click()
-        wait_for("the gallery's omission in place", lambda: any("badge omitted: needs contract 2" in t for t in texts(client(2), ".studio-ghost")))
-        expected = {"header", "text", "badge", "richText", "carousel", "artworkRow", "image", "spacer", "textField", "list", "detailRow", "button"}
+    # StudioTests copies Tests/Fixtures/studio/gallery.yaml in: without it, none of this is checked.
+    assert driver.find_elements(By.CSS_SELECTOR, '#screens button[data-screen="gallery"]'), "the gallery screen is missing"
+    driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="gallery"]').click()
+    wait_for("the gallery's omission in place", lambda: any("badge omitted: needs contract 2" in t for t in texts(client(2), ".studio-ghost")))
+    expected = {"header", "text", "badge", "richText", "carousel", "artworkRow", "image", "spacer", "textField", "list", "detailRow", "button"}
 
-        def drawn():
-            return {e.get_attribute("data-component-type") for e in client(1).find_elements(By.CSS_SELECTOR, ".device__screen [data-component-type]")}
+    def drawn():
+        return {e.get_attribute("data-component-type") for e in client(1).find_elements(By.CSS_SELECTOR, ".device__screen [data-component-type]")}
 
-        # Client 1 renders on its own: waited for as client 2 was, and read again if it
-        # redraws while being read (a stale element), rather than read once mid-render.
-        wait_for("the gallery drawn by contract 3", lambda: expected <= drawn())
-        marks2 = texts(client(2), ".studio-mark")
-        for note in ["carousel → list (contract 1)", "richText → text (contract 1)", "artworkRow → detailRow (contract 1)"]:
-            assert any(note in t for t in marks2), (note, marks2)
-        assert any("menu item “Share this” omitted: needs contract 2" in t for t in texts(client(2), ".marks__list li"))
-        assert button_with_text(client(1), "Share this", ".baton-menu__item"), "contract 3 with share_sheet keeps the menu item"
-        idle()
-        shot("gallery-side-by-side", full=False)
-        driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="catalog"]').click()
-        wait_for("the catalog again", lambda: find(client(1), 'button[data-component-type="artworkRow"]'))
+    # Client 1 renders on its own: waited for as client 2 was, and read again if it
+    # redraws while being read (a stale element), rather than read once mid-render.
+    wait_for("the gallery drawn by contract 3", lambda: expected <= drawn())
+    marks2 = texts(client(2), ".studio-mark")
+    for note in ["carousel → list (contract 1)", "richText → text (contract 1)", "artworkRow → detailRow (contract 1)"]:
+        assert any(note in t for t in marks2), (note, marks2)
+    assert any("menu item “Share this” omitted: needs contract 2" in t for t in texts(client(2), ".marks__list li"))
+    assert button_with_text(client(1), "Share this", ".baton-menu__item"), "contract 3 with share_sheet keeps the menu item"
+    assert_labelled("on the gallery")
+    idle()
+    shot("gallery-side-by-side", full=False)
+    driver.find_element(By.CSS_SELECTOR, '#screens button[data-screen="catalog"]').click()
+    wait_for("the catalog again", lambda: find(client(1), 'button[data-component-type="artworkRow"]'))
 
     # Favouriting in client 1 (contract 3): the menu flips after done.
     # By keyboard: Enter on a row navigates, and focus follows onto the new screen.
@@ -253,6 +274,7 @@ try:
     wait_for("the scanner's fallback mark", lambda: any("barcodeScanner → textField (contract 1)" in t for t in texts(client(2), ".studio-mark")))
     field = find(client(2), 'form[data-component-id="scanner"][data-component-type="textField"] input')
     assert field is not None, "contract 1 should get a text field for the scanner"
+    assert_labelled("with contract 1's text field for the scanner")
     idle()
     shot("contract-1-scan")
     field = find(client(2), 'form[data-component-id="scanner"][data-component-type="textField"] input')
@@ -281,6 +303,7 @@ try:
     name = find(client(2), ".device__sheet input[type=text]")
     assert driver.switch_to.active_element == name, "the input sheet takes focus"
     name.send_keys("Road trip")
+    assert_labelled("with the input sheet's text field")
     idle()
     shot("text-input")
     name.send_keys(Keys.ENTER)
@@ -319,15 +342,13 @@ try:
     assert "artworkRow" in coverage and "→ detailRow" in coverage, coverage[:400]
     shot("coverage")
 
-    # Every form control has a label (or an aria-label).
-    unlabelled = driver.execute_script("""
-        return [...document.querySelectorAll('input, select, textarea')].filter((e) =>
-            e.type !== 'hidden' && !e.hidden && !e.getAttribute('aria-label') && !(e.id && document.querySelector(`label[for="${e.id}"]`))
-            && !e.closest('label')).map((e) => e.outerHTML.slice(0, 120));""")
-    assert not unlabelled, f"inputs without labels: {unlabelled}"
+    # Every form control left on the page has a label (or an aria-label).
+    assert_labelled("at the end")
 
-    # No console errors along the way.
-    problems = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    # No console errors along the way but the probe's.
+    console = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    assert any("studio-walk console probe" in entry["message"] for entry in console), "the browser's console is not captured"
+    problems = [entry for entry in console if "studio-walk console probe" not in entry["message"]]
     assert not problems, "console errors:\n" + "\n".join(entry["message"] for entry in problems)
     print("STUDIO WALK OK")
 except AssertionError as failure:
