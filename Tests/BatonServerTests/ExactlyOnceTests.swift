@@ -283,7 +283,7 @@ struct ErrorMappingTests {
         #expect(FlowRuntime.commandError(FlowEngineError(kind: .definition, message: "bug"), flow: nil) == nil)
     }
 
-    @Test("a deep link whose screen loader refuses its parameter answers 4xx with the envelope, never 500")
+    @Test("a deep link whose screen loader refuses its parameter answers 4xx with the envelope, never 500; one its screen's pattern refuses is a refused link")
     func deepLinkLoaderError() async throws {
         let environment = try await TestApplication.environment(flows: BuiltinFlowsTests.flows, registry: BuiltinFlowsTests.registry())
         _ = try await environment.pool.withConnection { try await DemoData.seed($0) }
@@ -292,13 +292,19 @@ struct ErrorMappingTests {
         headers[HTTPField.Name("X-Client-Platform")!] = "ios"
         let linkHeaders = headers
         try await buildApplication(environment).test(.router) { client in
-            for url in ["exampleapp://playlist/not-a-uuid", "exampleapp://playlist/11111111-0000-4000-8000-0000000000ff"] {
-                let response = try await client.execute(
+            func resolve(_ url: String) async throws -> TestResponse {
+                try await client.execute(
                     uri: "/v3/deeplinks/resolve", method: .post, headers: linkHeaders,
                     body: ByteBuffer(bytes: JSONEncoding.encode(["url": .string(url)])))
-                #expect((400..<500).contains(Int(response.status.code)), "\(url): \(response.status) \(response.text)")
-                #expect(response.json["error"]?["code"]?.stringValue != nil)
             }
+            // No such playlist: the loader's 404.
+            let missing = try await resolve("exampleapp://playlist/11111111-0000-4000-8000-0000000000ff")
+            #expect(missing.status == .notFound, "\(missing.status) \(missing.text)")
+            #expect(missing.json["error"]?["code"] == "not_found")
+            // Not a UUID, which the allowlist's pattern lets through: refused as a link (DeepLinkTests).
+            let malformed = try await resolve("exampleapp://playlist/not-a-uuid")
+            #expect(malformed.status == .ok, "\(malformed.status) \(malformed.text)")
+            #expect(malformed.json["code"] == "link_not_allowed" && malformed.json["reason"] == "parameter_invalid", "\(malformed.text)")
         }
     }
 }
