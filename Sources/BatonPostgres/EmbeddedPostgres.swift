@@ -51,7 +51,9 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     public let configuration: Configuration
-    private let startedByUs = AtomicFlag()
+    /// While this instance uses the cluster (from `start` to `stop`): a descriptor of the users
+    /// file holding a shared lock, released by the kernel however the process ends.
+    private let use = Mutex<Int32?>(nil)
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -59,16 +61,9 @@ public final class EmbeddedPostgres: Sendable {
 
     var dataDirectory: URL { configuration.directory.appendingPathComponent("data") }
     var logFile: URL { configuration.directory.appendingPathComponent("server.log") }
-    /// The pid of the process responsible for stopping the cluster.
-    var ownerFile: URL { configuration.directory.appendingPathComponent("owner.pid") }
-
-    /// The live process that started (or adopted) the running cluster, if any.
-    private func currentOwner() -> pid_t? {
-        guard let text = try? String(contentsOf: ownerFile, encoding: .utf8),
-            let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0
-        else { return nil }
-        return kill(pid, 0) == 0 || errno == EPERM ? pid : nil
-    }
+    /// Every process using the cluster holds a shared lock on this file; the last to stop finds
+    /// none but its own and stops the cluster.
+    var usersFile: URL { configuration.directory.appendingPathComponent("users.lock") }
 
     /// The socket directory: inside the cluster directory when the path is short enough for a
     /// unix socket (about 100 bytes), else a short per-directory path under /tmp.
@@ -133,28 +128,42 @@ public final class EmbeddedPostgres: Sendable {
                     binaries.pgctl,
                     ["-D", dataDirectory.path, "-l", logFile.path, "-w", "-t", "60", "-o", options.joined(separator: " "), "start"],
                     as: runAs, what: "pg_ctl start")
-                startedByUs.set()
-                try? String(getpid()).write(to: ownerFile, atomically: true, encoding: .utf8)
-            } else if let owner = currentOwner(), owner != getpid() {
-                log("reusing the PostgreSQL cluster that process \(owner) started in \(dataDirectory.path)")
             } else {
-                // Left running by a process that is gone (killed, crashed): adopt it, so it is
-                // stopped when we stop.
-                log("adopting the PostgreSQL cluster left running in \(dataDirectory.path)")
-                startedByUs.set()
-                try? String(getpid()).write(to: ownerFile, atomically: true, encoding: .utf8)
+                log("using the PostgreSQL cluster already running in \(dataDirectory.path) (it stops when its last user stops)")
             }
+            try holdUse()
             try createDatabaseIfMissing()
             return conninfo
         }
     }
 
-    /// Stops the cluster if this instance started it (`pg_ctl stop -m fast`): a cluster another
-    /// process started stays up for that process.
+    /// Counts this instance among the cluster's users (once): a shared lock on ``usersFile``.
+    /// Called under the set-up lock, so that no user stops the cluster meanwhile.
+    private func holdUse() throws {
+        try use.withLock { held in
+            guard held == nil else { return }
+            let descriptor = open(usersFile.path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+            guard descriptor >= 0, flock(descriptor, LOCK_SH) == 0 else {
+                if descriptor >= 0 { close(descriptor) }
+                throw Error(description: "cannot lock \(usersFile.path) (errno \(errno))")
+            }
+            held = descriptor
+        }
+    }
+
+    /// Stops using the cluster, and stops the cluster (`pg_ctl stop -m fast`) if no other
+    /// process uses it, whichever process started it. Before, the process that started the
+    /// cluster stopped it when it ended, so a CLI command (`baton flows publish`) that started it
+    /// took the database from a `baton serve` that had joined it meanwhile. A user that died
+    /// without stopping (killed) holds no lock: the kernel released it.
     public func stop() throws {
-        guard startedByUs.clear() else { return }
-        try? FileManager.default.removeItem(at: ownerFile)
-        try forceStop()
+        guard let descriptor = use.withLock({ held in defer { held = nil }; return held }) else { return }
+        defer { close(descriptor) }
+        try withFileLock(configuration.directory.appendingPathComponent("lock").path) {
+            // The shared lock becomes exclusive only if no one else holds one.
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return }
+            try forceStop()
+        }
     }
 
     /// Stops the cluster whoever started it.
@@ -423,12 +432,4 @@ func withFileLock<R>(_ path: String, _ body: () throws -> R) throws -> R {
     flock(descriptor, LOCK_EX)
     defer { flock(descriptor, LOCK_UN) }
     return try body()
-}
-
-/// A one-bit latch that is `Sendable` without locks.
-final class AtomicFlag: Sendable {
-    private let storage = Synchronization.Atomic<Bool>(false)
-    func set() { storage.store(true, ordering: .sequentiallyConsistent) }
-    /// Clears the flag and returns whether it was set.
-    func clear() -> Bool { storage.exchange(false, ordering: .sequentiallyConsistent) }
 }

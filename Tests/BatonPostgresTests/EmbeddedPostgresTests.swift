@@ -28,4 +28,32 @@ struct EmbeddedPostgresTests {
             #expect(info.st_mode & 0o077 == 0, "\(path): \(String(info.st_mode & 0o777, radix: 8))")
         }
     }
+
+    @Test(
+        "the cluster stops when its last user stops, whichever started it: a CLI command that ends does not take the database from a server still using it",
+        arguments: [true, false])
+    func lastUserStops(starterStopsFirst: Bool) async throws {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("baton-users-\(UUID().uuidString.prefix(6))")
+        let configuration = EmbeddedPostgres.Configuration(
+            directory: directory, databaseName: "shared", settings: ["fsync": "off", "synchronous_commit": "off"], port: try FreePort.find())
+        // Two users of one cluster, as two processes are (each has its own lock file descriptions).
+        let starter = EmbeddedPostgres(configuration: configuration)
+        let joiner = EmbeddedPostgres(configuration: configuration)
+        defer {
+            try? starter.forceStop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let conninfo = try starter.start()
+        _ = try joiner.start()
+        func answers() async -> Bool {
+            let pool = PostgresPool(configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: .seconds(5)))
+            defer { Task { await pool.close() } }
+            return (try? await pool.query("SELECT 1")) != nil
+        }
+        let (first, second) = starterStopsFirst ? (starter, joiner) : (joiner, starter)
+        try first.stop()
+        #expect(await answers(), "the cluster stopped while another user still used it")
+        try second.stop()
+        #expect(await !answers(), "the last user left the cluster running")
+    }
 }

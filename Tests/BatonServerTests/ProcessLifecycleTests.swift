@@ -69,6 +69,29 @@ struct ProcessLifecycleTests {
         try? FileManager.default.removeItem(at: baton.dataDirectory)
     }
 
+    @Test("a server that joined the embedded cluster a CLI command started keeps it when the command ends: the cluster stops with its last user")
+    func commandBesideServe() async throws {
+        // `flows publish` starts the cluster and waits for replicas to report; a server started
+        // meanwhile joins the cluster and reports. Before, the command stopped the cluster it
+        // had started on its way out, under the server, which then answered 503 until restarted.
+        let migrate = try BatonProcess(arguments: ["migrate"])
+        #expect(try await migrate.stop(signal: 0, timeout: .seconds(90)) == 0, "\(migrate.log)")
+        let publish = try BatonProcess(arguments: ["flows", "publish", "--wait", "20"], reusing: migrate.dataDirectory)
+        let pidFile = publish.dataDirectory.appendingPathComponent("postgres/data/postmaster.pid")
+        let deadline = ContinuousClock.now + .seconds(90)
+        while !(publish.log.contains("starting PostgreSQL") && FileManager.default.fileExists(atPath: pidFile.path)), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(FileManager.default.fileExists(atPath: pidFile.path), "publish started the cluster: \(publish.log)")
+        let baton = try BatonProcess(arguments: ["serve", "--log-format", "json"], reusing: publish.dataDirectory)
+        try await baton.waitUntilReady()
+        #expect(try await publish.stop(signal: 0, timeout: .seconds(90)) == 0, "\(publish.log)")
+        #expect(try await baton.get("/readyz").status == .ok, "the server lost its database: \(baton.log.suffix(2000))")
+        #expect(try await baton.stop(signal: SIGTERM) == 0)
+        #expect(!FileManager.default.fileExists(atPath: pidFile.path), "the cluster outlived its last user")
+        try? FileManager.default.removeItem(at: baton.dataDirectory)
+    }
+
     @Test("migrate --status lists migrations; migrate applies them once")
     func migrateCommand() async throws {
         let first = try BatonProcess(arguments: ["migrate", "--status"])
