@@ -56,7 +56,14 @@ public struct FlowLinter: Sendable {
             guard let first = flow.states[loop.cycle[0]] else { continue }
             let path = (loop.cycle + [loop.cycle[0]]).map { "'\($0)'" }.joined(separator: " → ")
             let text = "action states \(path) form a loop with no answer between them"
-            if loop.calls {
+            if loop.closed {
+                // Nothing any outcome, case or guard can say leads out: every command that enters
+                // goes round until refused, and the flow can never finish.
+                findings.error(
+                    text + " and no way out: no outcome, case, guard or validation leads elsewhere, so every command that enters "
+                        + "is refused after \(FlowEngine.maxHops) action states; give one of them a way to another state or an error",
+                    first.location)
+            } else if loop.calls {
                 // Each turn calls a service again, and a failing one sends the command round.
                 findings.error(
                     text + ": a command would go round it, calling the service each time, until refused after \(FlowEngine.maxHops) "
@@ -84,7 +91,7 @@ public struct FlowLinter: Sendable {
     /// is never hidden behind another that shares a state with it. Each is shown as one cycle:
     /// through a state that calls a service when the set has one (`calls`), else from its first
     /// state in file order.
-    static func actionLoops(in flow: FlowDefinition) -> [(cycle: [String], calls: Bool)] {
+    static func actionLoops(in flow: FlowDefinition) -> [(cycle: [String], calls: Bool, closed: Bool)] {
         func next(_ name: String) -> [String] {
             guard case .action(let transition)? = flow.states[name]?.response else { return [] }
             return targets(of: transition).filter { target in
@@ -126,7 +133,7 @@ public struct FlowLinter: Sendable {
         }
         for name in flow.stateOrder where index[name] == nil { connect(name) }
 
-        var loops: [(cycle: [String], calls: Bool)] = []
+        var loops: [(cycle: [String], calls: Bool, closed: Bool)] = []
         for component in components {
             let members = Set(component)
             guard members.count > 1 || next(component[0]).contains(component[0]) else { continue }
@@ -158,9 +165,27 @@ public struct FlowLinter: Sendable {
                 cycle.insert(at, at: 1)
                 at = previous[at]!
             }
-            loops.append((cycle, !callers.isEmpty))
+            let closed = !ordered.contains { name in
+                guard case .action(let transition)? = flow.states[name]?.response else { return true }
+                return Self.leaves(transition, members)
+            }
+            loops.append((cycle, !callers.isEmpty, closed))
         }
         return loops.sorted { flow.stateOrder.firstIndex(of: $0.cycle[0])! < flow.stateOrder.firstIndex(of: $1.cycle[0])! }
+    }
+
+    /// Whether `transition` can lead anywhere but the states in `members`: a target outside
+    /// them, a stay with an error, or a check that can refuse (a guard without `else`, a match
+    /// without `otherwise`, input rules).
+    static func leaves(_ transition: Transition, _ members: Set<String>) -> Bool {
+        func out(_ target: Target?) -> Bool { target.map { $0.stateName.map { !members.contains($0) } ?? true } ?? false }
+        if transition.input != nil || out(transition.to) || transition.outcomes.contains(where: { out($0.target) }) { return true }
+        if transition.guardCall != nil, transition.guardElse.map(out) ?? true { return true }
+        if transition.match != nil {
+            guard let otherwise = transition.otherwise, leaves(otherwise.value, members) == false else { return true }
+            return transition.cases.contains { leaves($0.transition, members) }
+        }
+        return false
     }
 
     /// Every state a state's transitions can lead to.

@@ -114,4 +114,45 @@ struct LinterTests {
         let locations = Self.bundle.diagnostics.map(\.location)
         #expect(locations == locations.sorted())
     }
+
+    @Test("action states that lead only back to each other are an error: no outcome leaves, so every command is refused at run time")
+    func closedActionLoop() {
+        let catalog = FlowCatalog(effects: [CallSignature(name: "marks.add", outcomes: ["added", "already"])])
+        func lint(_ yaml: String) -> [Diagnostic] {
+            let (flow, loading) = FlowLoader.load(source: yaml, file: "loop.yaml")
+            #expect(loading.isEmpty, "\(loading)")
+            return flow.map { FlowLinter(catalog: catalog).lint($0).ordered } ?? []
+        }
+        let closed = lint(
+            """
+            flow: loop
+            start: a
+            states:
+              a:
+                do: marks.add
+                outcomes: { added: b, already: b }
+              b:
+                do: marks.add
+                outcomes: { added: a, already: a }
+            """)
+        #expect(closed.map(\.description) == [
+            "loop.yaml:4:3: error: action states 'a' → 'b' → 'a' form a loop with no answer between them and no way out: no outcome, case, guard or validation leads elsewhere, so every command that enters is refused after \(FlowEngine.maxHops) action states; give one of them a way to another state or an error"
+        ])
+        // One outcome that leaves makes it a loop that may end: a warning, as before.
+        let open = lint(
+            """
+            flow: loop
+            start: a
+            states:
+              a:
+                do: marks.add
+                outcomes: { added: b, already: done }
+              b:
+                do: marks.add
+                outcomes: { added: a, already: a }
+              done:
+                done: {}
+            """)
+        #expect(open.map(\.severity) == [.warning], "\(open)")
+    }
 }
