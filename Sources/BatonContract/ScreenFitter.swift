@@ -450,7 +450,9 @@ private struct FitPass: ~Copyable {
             }
             for field in plan.pointee.map {
                 guard let value = object.value(field.source) else { continue }
-                if let key = field.key, holdsTextOrNull(value) || !component.pointee.isText(field.target) {
+                if let key = field.key, !component.pointee.isText(field.target) || holdsText(value)
+                    || (value.pointee.isNull && !component.pointee.isRequiredText(field.target))
+                {
                     output.write(encoded: key)
                     output.write(at: value)
                 } else {
@@ -508,6 +510,8 @@ private struct FitPass: ~Copyable {
                 output.write(action.action, type: action.type)
             } else if !holdsTextOrNull(value), members.component.pointee.isText(key) {
                 output.write(value.pointee.interpolationText)
+            } else if value.pointee.isNull, members.component.pointee.isRequiredText(key) {
+                output.write("")
             } else {
                 output.write(at: value)
             }
@@ -812,6 +816,10 @@ private struct CompiledComponent {
     /// single-reference template keeps what it refers to: a number, an object from a service)
     /// is written as its text.
     let textFields: UnsafeBufferPointer<String>
+    /// The text fields the contract marks required (`string!`, `url!`): null there (a service
+    /// that answered without the member a template refers to) is written as "", which the
+    /// client decodes as the string it must be.
+    let requiredTextFields: UnsafeBufferPointer<String>
     let childrenField: String?
     let fallback: Fallback
     /// The fallback's field mapping (new name, old name) in a fixed order, so a replacement
@@ -882,11 +890,25 @@ private struct CompiledComponent {
         return false
     }
 
+    /// Whether the contract marks `key` as required text.
+    @inline(__always)
+    func isRequiredText(_ key: String) -> Bool {
+        for field in requiredTextFields where same(field, key) { return true }
+        return false
+    }
+
     /// Whether a member of `object` holds something other than text (or null) where the
-    /// contract types it as text: the component is then written member by member.
+    /// contract types it as text, or null where it requires text: the component is then written
+    /// member by member.
     @inline(__always)
     func hasMistypedText(_ object: JSONObjectView) -> Bool {
-        for index in 0..<object.count where !holdsTextOrNull(object.values + index) && isText(object.names[index]) { return true }
+        for index in 0..<object.count {
+            switch object.values[index] {
+            case .string: continue
+            case .null: if isRequiredText(object.names[index]) { return true }
+            default: if isText(object.names[index]) { return true }
+            }
+        }
         return false
     }
 
@@ -905,6 +927,7 @@ private struct CompiledComponent {
         let fields = spec.fields.sorted { $0.key < $1.key }
         actionFields = arena.store(fields.filter { $0.value.type == .action }.map(\.key))
         textFields = arena.store(fields.filter { $0.value.type == .string || $0.value.type == .url }.map(\.key))
+        requiredTextFields = arena.store(fields.filter { ($0.value.type == .string || $0.value.type == .url) && $0.value.required }.map(\.key))
         nestedFields = arena.store(
             fields.compactMap { name, field in
                 switch field.type {
@@ -998,6 +1021,13 @@ private struct NameTable<Value>: @unchecked Sendable {
         }
         return nil
     }
+}
+
+/// Whether `value` is a string.
+@inline(__always)
+private func holdsText(_ value: UnsafePointer<JSONValue>) -> Bool {
+    if case .string = value.pointee { return true }
+    return false
 }
 
 /// Whether `value` is a string or null: what a field the contract types as text may hold.

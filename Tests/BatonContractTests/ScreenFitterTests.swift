@@ -88,6 +88,24 @@ struct ScreenFitterTests {
         #expect(v1["header"] == ["type": "header", "id": "h", "title": "false"])
     }
 
+    @Test("null in a text field the contract requires (a service that answered without the member) is written as \"\"; an optional one stays null")
+    func requiredTextIsNeverNull() {
+        let text: JSONValue = ["type": "text", "id": "t", "text": .null, "style": .null]
+        let row: JSONValue = ["type": "detailRow", "id": "r", "title": .null, "subtitle": .null, "action": F.command]
+        let fitted = fitter.fitScreen(F.screen([text, row]), for: F.client(3)).0
+        #expect(
+            F.components(fitted) == [
+                ["type": "text", "id": "t", "text": "", "style": .null],
+                ["type": "detailRow", "id": "r", "title": "", "subtitle": .null, "action": F.command],
+            ])
+        // Through a contract fallback, and in the header.
+        let artwork: JSONValue = ["type": "artworkRow", "id": "a", "title": .null, "subtitle": "S", "artwork": "https://i/a.png", "action": F.command]
+        let header: JSONValue = ["type": "header", "id": "h", "title": .null]
+        let v1 = fitter.fitScreen(F.screen([artwork], header: header), for: F.client(1)).0
+        #expect(F.components(v1) == [["type": "detailRow", "id": "a", "title": "", "subtitle": "S", "image": "https://i/a.png", "action": F.command]])
+        #expect(v1["header"] == ["type": "header", "id": "h", "title": ""])
+    }
+
     @Test("artworkRow → detailRow for version 1, fields mapped, id kept; untouched for version 2")
     func artworkRow() {
         let row: JSONValue = ["type": "artworkRow", "id": "r", "title": "T", "subtitle": "S", "artwork": "https://i/a.png", "action": F.command]
