@@ -45,17 +45,21 @@ extension JSONValue {
     }
 
     /// Parses a JSON document (RFC 8259; any top-level value; UTF-8 only). Objects keep their
-    /// members in document order (a repeated key keeps its first place and its last value).
+    /// members in document order (a repeated key keeps its first place and its last value, or
+    /// with `refusingDuplicateNames` the document is refused, as a token's claims must be).
     /// Nesting deeper than `maxDepth` is refused, so hostile input cannot exhaust the stack.
-    public static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = 64) throws -> JSONValue {
-        if let result = try bytes.withContiguousStorageIfAvailable({ try parse(buffer: $0, maxDepth: maxDepth) }) {
+    public static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = 64, refusingDuplicateNames: Bool = false) throws -> JSONValue {
+        if let result = try bytes.withContiguousStorageIfAvailable({
+            try parse(buffer: $0, maxDepth: maxDepth, refusingDuplicateNames: refusingDuplicateNames)
+        }) {
             return result
         }
-        return try Array(bytes).withUnsafeBufferPointer { try parse(buffer: $0, maxDepth: maxDepth) }
+        return try Array(bytes).withUnsafeBufferPointer { try parse(buffer: $0, maxDepth: maxDepth, refusingDuplicateNames: refusingDuplicateNames) }
     }
 
-    private static func parse(buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int) throws -> JSONValue {
+    private static func parse(buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, refusingDuplicateNames: Bool) throws -> JSONValue {
         var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
+        parser.refusingDuplicateNames = refusingDuplicateNames
         parser.skipWhitespace()
         let value = try parser.parseValue(depth: 0)
         parser.skipWhitespace()
@@ -74,6 +78,7 @@ private struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     let maxDepth: Int
     var index = 0
+    var refusingDuplicateNames = false
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -140,10 +145,11 @@ private struct JSONParser {
             // earlier one but spelled otherwise ("é" and "e" with U+0301) would be stored under
             // the earlier spelling, while the encoder and the fitter tell them apart by bytes:
             // refused (RFC 8259 compares names code unit by code unit).
-            if object.updateValue(try parseValue(depth: depth), forKey: key) != nil,
-                let stored = object.index(forKey: key), !object.keys[stored].hasSameBytes(as: key)
-            {
-                throw error("two member names differ only in Unicode normalisation")
+            if object.updateValue(try parseValue(depth: depth), forKey: key) != nil {
+                if refusingDuplicateNames { throw error("a member name is given twice") }
+                if let stored = object.index(forKey: key), !object.keys[stored].hasSameBytes(as: key) {
+                    throw error("two member names differ only in Unicode normalisation")
+                }
             }
             skipWhitespace()
             guard index < bytes.count else { throw error("the document ends inside an object") }

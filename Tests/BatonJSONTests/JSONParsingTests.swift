@@ -131,6 +131,11 @@ struct JSONParsingTests {
         }
         #expect(try JSONValue.parse(Array(#"{"a":1,"a":2}"#.utf8)) == ["a": 2])
         #expect(try JSONValue.parse(Array("{\"\u{E9}\":1,\"\u{E9}\":2}".utf8)) == ["\u{E9}": 2])
+        // Refusing duplicates (a token's claims), also spelled with an escape and nested.
+        for document in [#"{"a":1,"a":2}"#, #"{"a":1,"\u0061":2}"#, #"{"x":{"b":1,"b":1}}"#] {
+            #expect(throws: JSONValue.ParseError.self, "\(document)") { try JSONValue.parse(Array(document.utf8), refusingDuplicateNames: true) }
+        }
+        #expect(try JSONValue.parse(Array(#"{"a":1,"x":{"a":2}}"#.utf8), refusingDuplicateNames: true) == ["a": 1, "x": ["a": 2]])
     }
 
     // Swift compares, hashes and normalises strings by canonical equivalence, which sorts each

@@ -101,6 +101,22 @@ import Testing
         }
     }
 
+    @Test("a token that gives a claim name twice is refused, whichever value comes first (RFC 7519 §4; the fast path leaves such tokens to jwt-kit, which read the first)", arguments: [
+        (#"{"alg":"HS256","typ":"JWT"}"#, #"{"sub":"ops","exp":2000000000,"studio":true,"studio":false}"#),
+        (#"{"alg":"HS256","typ":"JWT"}"#, #"{"sub":"ops","exp":2000000000,"studio":false,"studio":true}"#),
+        (#"{"alg":"HS256","typ":"JWT"}"#, #"{"sub":"alice","sub":"bob","exp":2000000000}"#),
+        (#"{"alg":"HS256","typ":"JWT"}"#, #"{"sub":"alice","exp":2000000000,"exp":1000000000}"#),
+        (#"{"alg":"HS256","typ":"JWT"}"#, #"{"s\u0075b":"alice","sub":"bob","exp":2000000000}"#),
+    ])
+    func refusesRepeatedNames(header: String, payload: String) async throws {
+        let authenticator = try await BearerAuthenticator(hs256Secret: Self.secret, publicKeys: nil, issuer: nil, audience: nil)
+        let token = Self.token(header: header, payload: payload)
+        await #expect(throws: BearerAuthenticator.Failure.self) { try await authenticator.studioGrant(fromToken: token) }
+        // The same claims once each are accepted.
+        let once = Self.token(payload: #"{"sub":"ops","exp":2000000000,"studio":true}"#)
+        #expect(try await authenticator.studioGrant(fromToken: once) == ("ops", true))
+    }
+
     @Test func developmentTokensTakeTheFastPath() async throws {
         let token = try await BearerAuthenticator.developmentToken(subject: "henk", secret: Self.secret, audience: "baton", studio: true)
         let fast = try #require(BearerAuthenticator.hs256Claims(ofToken: token, keyed: Self.keyed))

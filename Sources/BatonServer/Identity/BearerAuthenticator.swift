@@ -267,6 +267,19 @@ public final class BearerAuthenticator: Sendable {
         }
     }
 
+    /// Whether the token's header or claims give a member name twice (or are not JSON).
+    static func repeatsAMemberName(_ token: String) -> Bool {
+        let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return true }
+        let options: Base64.DecodingOptions = [.base64UrlAlphabet, .omitPaddingCharacter]
+        for part in parts.prefix(2) {
+            guard let bytes = try? Base64.decode(bytes: Array(part), options: options),
+                (try? JSONValue.parse(bytes, refusingDuplicateNames: true)) != nil
+            else { return true }
+        }
+        return false
+    }
+
     private static let algMember = Array(#""alg""#.utf8)
     private static let claimMembers = ["sub", "exp", "nbf", "iat", "iss", "aud", "studio"].map { Array("\"\($0)\"".utf8) }
 
@@ -331,6 +344,11 @@ public final class BearerAuthenticator: Sendable {
             guard header.alg == expected, !header.crit else {
                 throw Failure(description: "the bearer token's header does not fit its key (alg \(expected ?? "?"), no crit)")
             }
+            // jwt-kit reads a repeated claim's first value, where RFC 7519 §4 allows only the
+            // last or a refusal: {"studio": true, "studio": false} was a studio grant here and
+            // none to a verifier that follows the RFC. (The fast path above reads the last value,
+            // and leaves a token repeating a claim it reads to this path.)
+            guard !Self.repeatsAMemberName(token) else { throw Failure(description: "the bearer token gives a header or claim name twice") }
             do {
                 claims = try await keys.verify(token, as: Claims.self)
             } catch {
