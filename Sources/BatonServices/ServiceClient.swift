@@ -390,6 +390,11 @@ private final class Service: Sendable {
         do {
             let response = try await client.execute(http, timeout: .nanoseconds(Int64(timeout.nanoseconds)))
             let status = Int(response.status.code)
+            // A final answer is 2xx to 5xx (RFC 9110 §15): a 101 (the connection switched to
+            // another protocol) or a code past 599 is none, and would be counted as `1xx` or `9xx`.
+            guard (200..<600).contains(status) else {
+                return .failure(.failed, reason: "the service answered with status \(status), which is no final HTTP answer")
+            }
             if (300..<400).contains(status) {
                 // A redirect could send the call (and its credentials) elsewhere: never followed.
                 return .failure(.refused, reason: "the service answered with a redirect (\(status)), which Baton does not follow")

@@ -235,6 +235,22 @@ struct ServiceCallTests {
         await server.stop()
     }
 
+    @Test("a status that is no final HTTP answer (past 599) is a failed call, counted as failed, never as '9xx'")
+    func statusOutOfRange() async throws {
+        let server = try await TrackingServer()
+        let metrics = BatonMetrics()
+        let url = server.baseURL
+        let client = ServiceClient(settings: { $0 == "baton.service.tracking.url" ? url : nil }, metrics: metrics, logger: Self.logger)
+        server.configure { $0.forceStatus = 999 }
+        let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 1))
+        #expect(result == .failure(.failed), "\(result)")
+        var exposition: [UInt8] = []
+        metrics.registry.emit(into: &exposition)
+        let text = String(decoding: exposition, as: UTF8.self)
+        #expect(text.contains(#"outcome="failed""#) && !text.contains(#"outcome="9xx""#), "\(text)")
+        await server.stop()
+    }
+
     @Test("bearer auth sends the configured token; logs and metrics never see it")
     func bearer() async throws {
         let server = try await TrackingServer()
