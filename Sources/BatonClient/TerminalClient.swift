@@ -72,6 +72,9 @@ public final class TerminalClient {
     /// The device token the server issued for `identity.deviceID` (PROTOCOL §1), sent back on
     /// every later request.
     private var deviceToken: String?
+    /// Whether the last request went unanswered or was refused (no server, a 4xx or 5xx): the
+    /// `client` command's exit status, so that a script sees a walk that ended in an error.
+    public private(set) var lastRequestFailed = false
 
     /// - Parameters:
     ///   - ask: shows a prompt and reads the answer (nil at the end of input).
@@ -263,12 +266,15 @@ public final class TerminalClient {
             guard (200..<300).contains(reply.status), let json else {
                 let message = json?["error"]?["message"]?.stringValue ?? String(decoding: reply.body.prefix(300), as: UTF8.self)
                 write("✗ \(method) \(path): HTTP \(reply.status): \(message)")
+                lastRequestFailed = true
                 return nil
             }
+            lastRequestFailed = false
             if reply.headers.contains(where: { $0.0.lowercased() == "idempotent-replay" }) { write("(a replay: the server had already answered this command)") }
             return json
         } catch {
             write("✗ \(method) \(path): \(error)")
+            lastRequestFailed = true
             return nil
         }
     }

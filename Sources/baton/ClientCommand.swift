@@ -50,8 +50,8 @@ struct ClientCommand: AsyncParsableCommand {
     func validate() throws {
         guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host?.isEmpty == false
         else { throw ValidationError("--url must be the server's base URL, such as http://127.0.0.1:8080; got '\(url.prefix(80))'") }
-        if let user, !BearerAuthenticator.isUsableSubject(user) {
-            throw ValidationError("--user must be 1–256 bytes without control characters")
+        if let user, !isUsableUserArgument(user) {
+            throw ValidationError("--user must be 1–256 bytes of UTF-8 without control characters, not only spaces")
         }
     }
 
@@ -79,7 +79,16 @@ struct ClientCommand: AsyncParsableCommand {
             ?? (screen, "")
         say("Baton at \(url) — contract \(contract), \(platform). Type ? for help.")
         await client.run(screen: name, query: query)
+        // A walk whose last request failed (no server, a refusal) ends with status 1.
+        if client.lastRequestFailed { throw ExitCode.failure }
     }
+}
+
+/// A user id given on the command line that a token may carry: one the server accepts, that
+/// was valid UTF-8 as typed (the shell's bytes otherwise arrive with U+FFFD in their place, a
+/// user other than the one meant), and not only spaces.
+private func isUsableUserArgument(_ user: String) -> Bool {
+    BearerAuthenticator.isUsableSubject(user) && !user.unicodeScalars.contains("\u{FFFD}") && !user.allSatisfy(\.isWhitespace)
 }
 
 /// Unbuffered, so prompts and lines appear in order.
@@ -106,8 +115,8 @@ struct TokenCommand: AsyncParsableCommand {
     func validate() throws {
         guard (1...31_536_000).contains(lifetime) else { throw ValidationError("--lifetime must be 1–31536000 seconds") }
         // A token the server would refuse is no use to print.
-        guard BearerAuthenticator.isUsableSubject(subject) else {
-            throw ValidationError("the user id must be 1–256 bytes without control characters")
+        guard isUsableUserArgument(subject) else {
+            throw ValidationError("the user id must be 1–256 bytes of UTF-8 without control characters, not only spaces")
         }
     }
 

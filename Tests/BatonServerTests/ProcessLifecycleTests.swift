@@ -128,10 +128,11 @@ struct ProcessLifecycleTests {
         let minted = try BatonProcess(arguments: ["token", "alice"])
         #expect(try await minted.stop(signal: 0, timeout: .seconds(30)) == 0)
         #expect(minted.log.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ".").count == 3, "\(minted.log)")
-        for subject in ["", "a\u{7}b", String(repeating: "u", count: 257)] {
+        // Blank, or with U+FFFD where the shell's bytes were not UTF-8: a user other than the one meant.
+        for subject in ["", "a\u{7}b", String(repeating: "u", count: 257), " ", "\u{FFFD}\u{FFFD}"] {
             let refused = try BatonProcess(arguments: ["token", subject])
             #expect(try await refused.stop(signal: 0, timeout: .seconds(30)) != 0)
-            #expect(refused.log.contains("the user id must be 1–256 bytes without control characters"), "\(refused.log)")
+            #expect(refused.log.contains("the user id must be 1–256 bytes of UTF-8 without control characters, not only spaces"), "\(refused.log)")
             try? FileManager.default.removeItem(at: refused.dataDirectory)
         }
         try? FileManager.default.removeItem(at: minted.dataDirectory)
@@ -142,13 +143,14 @@ struct ProcessLifecycleTests {
         try? FileManager.default.removeItem(at: long.dataDirectory)
     }
 
-    @Test("client says at once that no server answers at its URL, and refuses a URL that is not one")
+    @Test("client says at once that no server answers at its URL, and exits 1; it refuses a URL that is not one")
     func clientWithoutServer() async throws {
         // A port held without listening: nothing else can take it, and connecting is refused.
         try await Loopback.holdingPort(listening: false) { port in
             let client = try BatonProcess(arguments: ["client", "--user", "alice", "--url", "http://127.0.0.1:\(port)"])
             // HTTPClient.shared retried the refused connection for the request's 30 s.
-            #expect(try await client.stop(signal: 0, timeout: .seconds(10)) == 0, "\(client.log)")
+            // It says so, and exits 1: a script sees that the walk failed.
+            #expect(try await client.stop(signal: 0, timeout: .seconds(10)) == 1, "\(client.log)")
             #expect(client.log.contains("cannot reach http://127.0.0.1:\(port) (is Baton running there?"), "\(client.log)")
             #expect(client.log.contains("connection refused"), "\(client.log)")
             try? FileManager.default.removeItem(at: client.dataDirectory)
