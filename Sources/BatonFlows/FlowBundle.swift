@@ -25,8 +25,11 @@ public struct FlowBundle: Sendable {
         }
         let reserved: Set<String> = ["contract.yaml", "deeplinks.yaml", ServiceDefinitions.fileName]
         let entries = (try? fm.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
-        if entries.isEmpty, !fm.fileExists(atPath: directory.path) {
+        var isDirectory: ObjCBool = false
+        if entries.isEmpty, !fm.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
             diagnostics.append(.error("flows directory does not exist", at: SourceLocation(file: directory.path, line: 1, column: 1)))
+        } else if entries.isEmpty, !isDirectory.boolValue {
+            diagnostics.append(.error("the flows directory is a file, not a directory", at: SourceLocation(file: directory.path, line: 1, column: 1)))
         }
         for file in entries.sorted(by: { $0.path < $1.path })
         where ["yaml", "yml"].contains(file.pathExtension) && !reserved.contains(file.lastPathComponent) {

@@ -155,4 +155,14 @@ struct LinterTests {
             """)
         #expect(open.map(\.severity) == [.warning], "\(open)")
     }
+
+    @Test("a flows directory that is missing, or a file, says so")
+    func flowsDirectoryMissingOrAFile() throws {
+        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("no-flows-\(UUID().uuidString)")
+        #expect(FlowBundle.load(directory: missing, catalog: FlowCatalog()).diagnostics.map(\.message) == ["flows directory does not exist"])
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("flows-file-\(UUID().uuidString)")
+        try "x".write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        #expect(FlowBundle.load(directory: file, catalog: FlowCatalog()).diagnostics.map(\.message) == ["the flows directory is a file, not a directory"])
+    }
 }

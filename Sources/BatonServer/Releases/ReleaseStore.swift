@@ -60,7 +60,8 @@ public enum ReleaseStore {
         }
         let rows = try await db.query("SELECT id FROM flow_releases WHERE id LIKE $1 || '%' LIMIT 2", [prefix.lowercased()])
         guard rows.count == 1 else {
-            throw ReleaseError(rows.isEmpty ? "there is no release \(prefix)" : "release id \(prefix) is ambiguous; give more digits")
+            let shown = prefix.count > 64 ? prefix.prefix(64) + "…" : Substring(prefix)
+            throw ReleaseError(rows.isEmpty ? "there is no release \(shown)" : "release id \(shown) is ambiguous; give more digits")
         }
         return try rows[0].decode(String.self, at: 0)
     }
