@@ -305,6 +305,25 @@ struct OperationalEndpointTests {
         }
     }
 
+    @Test(
+        "a request NIO's parser reads nothing after (an upgrade, HTTP/1.0 with Transfer-Encoding) is answered and its connection closed, not left to the idle timeout",
+        arguments: [
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, UPGRADE\r\nUpgrade: websocket\r\n\r\n",
+            "POST /healthz HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ])
+    func upgradeClosesAfterItsAnswer(_ request: String) async throws {
+        let app = buildApplication(try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry()))
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let bytes = Array((request + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").utf8)
+            let answer = try #require(await Loopback.exchange(port: port, sending: bytes, timeout: 10), "no connection, or the server kept it open")
+            let answers = Loopback.Answer.all(answer)
+            #expect(answers.count == 1, "\(String(decoding: answer, as: UTF8.self))")
+            #expect(answers.first?.field("connection") == "close", "\(String(decoding: answer, as: UTF8.self))")
+        }
+    }
+
     @Test("pipelined requests are answered in order, and garbage after a good request is 400 with the envelope after the good one's 200")
     func pipelined() async throws {
         let app = buildApplication(try await TestApplication.environment())

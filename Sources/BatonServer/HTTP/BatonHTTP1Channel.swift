@@ -52,7 +52,8 @@ extension HTTPServerBuilder {
 /// Refuses a request head Baton does not serve, before its request reaches Hummingbird:
 /// - `CONNECT`: Baton is no proxy, and NIO's parser takes everything after a `CONNECT` head as
 ///   a tunnel's bytes, so the answer went without a body and the next request on the connection
-///   was never read;
+///   was never read (the refusal's 400 goes without its envelope too: NIO's encoder sends no
+///   body in any answer to `CONNECT`);
 /// - a `Transfer-Encoding` other than `chunked` alone (RFC 9112 §6.1: a coding the server does not
 ///   understand is refused, not skipped);
 /// - a request without the one `Host` header HTTP/1.1 asks for (below).
@@ -238,6 +239,11 @@ extension RequestHeadCheck: Sendable {}
 ///   closes the connection after it;
 /// - an HTTP/1.0 request that keeps it gets `Connection: keep-alive`, and ``ClosingResponses``
 ///   says so on the answer: HTTP/1.0 clients look for it before sending another request;
+/// - a request NIO's parser reads nothing after gets `Connection: close` too: one that asks
+///   to upgrade (an `Upgrade` field and `upgrade` among `Connection`'s options, as
+///   `curl --http2` on `http://` sends), which Baton does not do, so the request behind it on
+///   the connection was never read and waited for the idle timeout; and an HTTP/1.0 request
+///   with `Transfer-Encoding`, whose framing RFC 9112 §6.1 has the server distrust and close;
 /// - any other request passes unchanged.
 final class ConnectionPersistence: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -248,7 +254,7 @@ final class ConnectionPersistence: ChannelInboundHandler, RemovableChannelHandle
             context.fireChannelRead(data)
             return
         }
-        if !head.isKeepAlive {
+        if !head.isKeepAlive || Self.endsTheConnection(head) {
             head.headers.replaceOrAdd(name: "connection", value: "close")
         } else if head.version == .http1_0 {
             head.headers.replaceOrAdd(name: "connection", value: "keep-alive")
@@ -257,6 +263,17 @@ final class ConnectionPersistence: ChannelInboundHandler, RemovableChannelHandle
             return
         }
         context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+}
+
+extension ConnectionPersistence {
+    /// An upgrade request (llhttp's reading: an `Upgrade` field, and `upgrade` among the
+    /// `Connection` options), or an HTTP/1.0 request with `Transfer-Encoding`.
+    static func endsTheConnection(_ head: HTTPRequestHead) -> Bool {
+        if head.headers.contains(name: "upgrade") {
+            return head.headers[canonicalForm: "connection"].contains { $0.utf8.elementsEqual("upgrade".utf8, by: { $0 | 0x20 == $1 }) }
+        }
+        return head.version == .http1_0 && head.headers.contains(name: "transfer-encoding")
     }
 }
 
