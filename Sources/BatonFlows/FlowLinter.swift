@@ -174,18 +174,15 @@ public struct FlowLinter: Sendable {
         return loops.sorted { flow.stateOrder.firstIndex(of: $0.cycle[0])! < flow.stateOrder.firstIndex(of: $1.cycle[0])! }
     }
 
-    /// Whether `transition` can lead anywhere but the states in `members`: a target outside
-    /// them, a stay with an error, or a check that can refuse (a guard without `else`, a match
-    /// without `otherwise`, input rules).
+    /// Whether `transition` can lead to a state outside `members`. A stay does not count: in an
+    /// action state it has nothing to answer with (lint refuses an `error:` target there; a guard
+    /// without `else`, a match without `otherwise` or input rules that refuse stay too), so the
+    /// command fails either way.
     static func leaves(_ transition: Transition, _ members: Set<String>) -> Bool {
-        func out(_ target: Target?) -> Bool { target.map { $0.stateName.map { !members.contains($0) } ?? true } ?? false }
-        if transition.input != nil || out(transition.to) || transition.outcomes.contains(where: { out($0.target) }) { return true }
-        if transition.guardCall != nil, transition.guardElse.map(out) ?? true { return true }
-        if transition.match != nil {
-            guard let otherwise = transition.otherwise, leaves(otherwise.value, members) == false else { return true }
-            return transition.cases.contains { leaves($0.transition, members) }
-        }
-        return false
+        func out(_ target: Target?) -> Bool { target?.stateName.map { !members.contains($0) } ?? false }
+        if out(transition.to) || out(transition.guardElse) || transition.outcomes.contains(where: { out($0.target) }) { return true }
+        if let otherwise = transition.otherwise, leaves(otherwise.value, members) { return true }
+        return transition.cases.contains { leaves($0.transition, members) }
     }
 
     /// Every state a state's transitions can lead to.

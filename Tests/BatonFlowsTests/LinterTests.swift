@@ -117,7 +117,8 @@ struct LinterTests {
 
     @Test("action states that lead only back to each other are an error: no outcome leaves, so every command is refused at run time")
     func closedActionLoop() {
-        let catalog = FlowCatalog(effects: [CallSignature(name: "marks.add", outcomes: ["added", "already"])])
+        let catalog = FlowCatalog(
+            effects: [CallSignature(name: "marks.add", outcomes: ["added", "already"])], guards: [CallSignature(name: "marks.allowed")])
         func lint(_ yaml: String) -> [Diagnostic] {
             let (flow, loading) = FlowLoader.load(source: yaml, file: "loop.yaml")
             #expect(loading.isEmpty, "\(loading)")
@@ -138,6 +139,22 @@ struct LinterTests {
         #expect(closed.map(\.description) == [
             "loop.yaml:4:3: error: action states 'a' → 'b' → 'a' form a loop with no answer between them and no way out: no outcome, case, guard or validation leads elsewhere, so every command that enters is refused after \(FlowEngine.maxHops) action states; give one of them a way to another state or an error"
         ])
+        // A guard without `else` is no way out: refused, it would stay in an action state, which
+        // has nothing to answer with.
+        let guarded = lint(
+            """
+            flow: loop
+            start: a
+            states:
+              a:
+                guard: marks.allowed
+                do: marks.add
+                outcomes: { added: b, already: b }
+              b:
+                do: marks.add
+                outcomes: { added: a, already: a }
+            """)
+        #expect(guarded.contains { $0.severity == .error && $0.message.contains("no way out") }, "\(guarded)")
         // One outcome that leaves makes it a loop that may end: a warning, as before.
         let open = lint(
             """
