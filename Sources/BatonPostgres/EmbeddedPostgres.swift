@@ -13,7 +13,7 @@ import Darwin
 /// socket inside the directory, which with its directory is the cluster account's alone, so
 /// nothing else on the machine can reach it), starts it with `pg_ctl` unless it is already
 /// running, creates the database, and returns a libpq conninfo.
-/// `stop()` stops it again if this instance started it. PostgreSQL refuses to run as root, so
+/// `stop()` stops it again when no other process uses it (``usersFile``). PostgreSQL refuses to run as root, so
 /// when Baton runs as root the cluster runs as the `postgres` system user.
 public final class EmbeddedPostgres: Sendable {
     /// Where the cluster lives and how it runs.
@@ -131,8 +131,8 @@ public final class EmbeddedPostgres: Sendable {
             } else {
                 log("using the PostgreSQL cluster already running in \(dataDirectory.path) (it stops when its last user stops)")
             }
-            try holdUse()
             try createDatabaseIfMissing()
+            try holdUse()
             return conninfo
         }
     }
@@ -158,16 +158,29 @@ public final class EmbeddedPostgres: Sendable {
     /// without stopping (killed) holds no lock: the kernel released it.
     public func stop() throws {
         guard let descriptor = use.withLock({ held in defer { held = nil }; return held }) else { return }
-        defer { close(descriptor) }
+        var held = true
+        defer { if held { close(descriptor) } }
         try withFileLock(configuration.directory.appendingPathComponent("lock").path) {
-            // The shared lock becomes exclusive only if no one else holds one.
-            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else { return }
-            try forceStop()
+            // Released before the set-up lock is, so that a process starting next finds no user.
+            defer {
+                close(descriptor)
+                held = false
+            }
+            // The shared lock becomes exclusive only if no one else holds one. A cluster already
+            // down (crashed, stopped by hand) is no error to its last user.
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0, try isRunning(try Self.findBinaries(configuration.binDirectory)) else { return }
+            try stopCluster()
         }
     }
 
-    /// Stops the cluster whoever started it.
+    /// Stops the cluster whoever uses it (every other user loses its database): for tests and
+    /// `baton flows test`, whose clusters are their own. This instance stops using it too.
     public func forceStop() throws {
+        if let descriptor = use.withLock({ held in defer { held = nil }; return held }) { close(descriptor) }
+        try withFileLock(configuration.directory.appendingPathComponent("lock").path) { try stopCluster() }
+    }
+
+    private func stopCluster() throws {
         let binaries = try Self.findBinaries(configuration.binDirectory)
         try run(binaries.pgctl, ["-D", dataDirectory.path, "-m", "fast", "-w", "-t", "60", "stop"], as: try Self.serviceUser(), what: "pg_ctl stop")
     }
@@ -424,7 +437,7 @@ func shellQuoted(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
 
-/// Serialises cluster set-up between processes sharing the directory.
+/// Serialises cluster set-up and stopping between processes sharing the directory.
 func withFileLock<R>(_ path: String, _ body: () throws -> R) throws -> R {
     let descriptor = open(path, O_CREAT | O_RDWR, 0o644)
     guard descriptor >= 0 else { throw EmbeddedPostgres.Error(description: "cannot open lock file \(path)") }

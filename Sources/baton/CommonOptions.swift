@@ -77,7 +77,7 @@ struct Database {
     }
 
     /// For one-shot commands: opens the database, runs `body` with a one-connection pool, then
-    /// closes the pool and stops an embedded cluster this process started. A failure (of
+    /// closes the pool and stops an embedded cluster no other process uses. A failure (of
     /// opening or of `body`) is printed after the cleanup and exits non-zero.
     static func withPool<R>(
         _ configuration: BatonConfiguration, logger: Logger, work: Work = .administrative, _ body: (PostgresPool) async throws -> R

@@ -55,5 +55,9 @@ struct EmbeddedPostgresTests {
         #expect(await answers(), "the cluster stopped while another user still used it")
         try second.stop()
         #expect(await !answers(), "the last user left the cluster running")
+        // A cluster already down (stopped by hand, crashed) is no error to its last user.
+        _ = try first.start()
+        try second.forceStop()
+        #expect(throws: Never.self) { try first.stop() }
     }
 }

@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// Keeps the database resources alive for the life of the server and releases them on
 /// graceful shutdown — after the HTTP server has drained (services stop in reverse order, and
 /// this one is registered before the server): closes the pool, then stops the embedded
-/// cluster if Baton started one.
+/// cluster if no other process uses it.
 public struct DatabaseService: Service {
     let pool: PostgresPool
     let embedded: EmbeddedPostgres?
