@@ -155,7 +155,10 @@ public enum YAMLSource {
         // A line's indicators (`- `, `? `) nest as deep as its indentation; a line made of them
         // alone (`- - - …`, to its end or the file's) nests as deep, so it is measured there too.
         var indicators = false
-        func tooDeep() -> Bool { indicators && indent / 2 > maxDepth * 2 }
+        // Two marks in a row (`----`, a rule in a block of text) are text, not indicators.
+        var previous: UInt8 = 0
+        var prose = false
+        func tooDeep() -> Bool { indicators && !prose && indent / 2 > maxDepth * 2 }
         for byte in text.utf8 {
             column += 1
             if byte == UInt8(ascii: "\n") {
@@ -165,14 +168,26 @@ public enum YAMLSource {
                 atLineStart = true
                 indent = 0
                 indicators = false
+                prose = false
+                previous = 0
                 comment = false
                 if quote == UInt8(ascii: "'") { quote = nil }
                 continue
             }
             if comment { continue }
             if atLineStart {
-                if byte == UInt8(ascii: " ") { indent += 1; continue }
-                if byte == UInt8(ascii: "-") || byte == UInt8(ascii: "?") { indent += 2; indicators = true; continue }
+                if byte == UInt8(ascii: " ") {
+                    indent += 1
+                    previous = byte
+                    continue
+                }
+                if byte == UInt8(ascii: "-") || byte == UInt8(ascii: "?") {
+                    if previous == UInt8(ascii: "-") || previous == UInt8(ascii: "?") { prose = true }
+                    previous = byte
+                    indent += 2
+                    indicators = true
+                    continue
+                }
                 atLineStart = false
                 if indent / 2 > maxDepth * 2 {
                     return ("nesting deeper than \(maxDepth) levels", line, column)

@@ -120,6 +120,11 @@ struct YAMLCorpusTests {
             Issue.record("a wide, shallow document was refused")
             return
         }
+        // A rule of dashes in a block of text is no nesting.
+        guard case .success = YAMLSource.parse("description: |\n  " + String(repeating: "-", count: 200) + "\nx: 1\n", file: "rule.yaml") else {
+            Issue.record("a rule of dashes in a block scalar was refused")
+            return
+        }
         // A blank line of many spaces is no nesting.
         guard case .success = YAMLSource.parse("x: 1\n" + String(repeating: " ", count: 600) + "\ny: 2\n", file: "blank.yaml") else {
             Issue.record("a blank line of spaces was refused")
