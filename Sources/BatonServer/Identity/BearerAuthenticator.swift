@@ -267,7 +267,8 @@ public final class BearerAuthenticator: Sendable {
         }
     }
 
-    /// Whether the token's header or claims give a member name twice (or are not JSON).
+    /// Whether the token's header or claims give a member name twice, or are not JSON Baton
+    /// reads (nested past 64 levels: no issuer's are); either way the token is refused as not valid.
     static func repeatsAMemberName(_ token: String) -> Bool {
         let parts = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { return true }
@@ -348,7 +349,7 @@ public final class BearerAuthenticator: Sendable {
             // last or a refusal: {"studio": true, "studio": false} was a studio grant here and
             // none to a verifier that follows the RFC. (The fast path above reads the last value,
             // and leaves a token repeating a claim it reads to this path.)
-            guard !Self.repeatsAMemberName(token) else { throw Failure(description: "the bearer token gives a header or claim name twice") }
+            guard !Self.repeatsAMemberName(token) else { throw Failure(description: "the bearer token is not valid") }
             do {
                 claims = try await keys.verify(token, as: Claims.self)
             } catch {

@@ -53,8 +53,11 @@ public struct ErrorMiddleware: RouterMiddleware {
             if error.kind == .rateLimited { metrics?.recordRateLimited(error.limit?.name ?? "other") }
             return APIError(commandError: error)
         case let error as PostgresError where error.code == .invalidParameter:
-            // A value the request brought that PostgreSQL text cannot hold (U+0000): refused
-            // before it was sent, so nothing was written; the request's fault, not the server's.
+            // A value PostgreSQL text cannot hold (U+0000), refused before its statement was
+            // sent (the transaction rolls back). The request's, as a rule: where request values
+            // enter, U+0000 is refused by name; this is the last line behind those. Logged, in
+            // case the value came from elsewhere (a service's answer).
+            context.logger.notice("a statement's text parameter held U+0000; answered 400", metadata: ["error": .string(error.message)])
             return .invalidRequest("a value in the request contains U+0000, which cannot be stored")
         case let error as PostgresError where error.isUnavailable:
             // libpq's own words say why ("too many clients already", "password authentication
