@@ -903,11 +903,11 @@ private struct CompiledComponent {
     @inline(__always)
     func hasMistypedText(_ object: JSONObjectView) -> Bool {
         for index in 0..<object.count {
-            switch object.values[index] {
-            case .string: continue
-            case .null: if isRequiredText(object.names[index]) { return true }
-            default: if isText(object.names[index]) { return true }
-            }
+            // Read in place: a copy of each member's value (its string's retain) cost every
+            // leaf component more than the check itself.
+            let value = object.values + index
+            if holdsText(value) { continue }
+            if holdsNull(value) ? isRequiredText(object.names[index]) : isText(object.names[index]) { return true }
         }
         return false
     }
@@ -1027,6 +1027,13 @@ private struct NameTable<Value>: @unchecked Sendable {
 @inline(__always)
 private func holdsText(_ value: UnsafePointer<JSONValue>) -> Bool {
     if case .string = value.pointee { return true }
+    return false
+}
+
+/// Whether `value` is null.
+@inline(__always)
+private func holdsNull(_ value: UnsafePointer<JSONValue>) -> Bool {
+    if case .null = value.pointee { return true }
     return false
 }
 
