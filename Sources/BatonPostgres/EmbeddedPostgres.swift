@@ -13,8 +13,8 @@ import Darwin
 /// socket inside the directory, which with its directory is the cluster account's alone, so
 /// nothing else on the machine can reach it), starts it with `pg_ctl` unless it is already
 /// running, creates the database, and returns a libpq conninfo.
-/// `stop()` stops it again when no other process uses it (``usersFile``). PostgreSQL refuses to run as root, so
-/// when Baton runs as root the cluster runs as the `postgres` system user.
+/// `stop()` stops it again when no other process uses it (``usersFile``). PostgreSQL refuses
+/// to run as root, so when Baton runs as root the cluster runs as the `postgres` system user.
 public final class EmbeddedPostgres: Sendable {
     /// Where the cluster lives and how it runs.
     public struct Configuration: Sendable {

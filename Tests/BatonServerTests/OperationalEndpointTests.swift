@@ -311,6 +311,7 @@ struct OperationalEndpointTests {
             "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
             "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, UPGRADE\r\nUpgrade: websocket\r\n\r\n",
             "POST /healthz HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "POST /healthz HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nUpgrade: h2c\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         ])
     func upgradeClosesAfterItsAnswer(_ request: String) async throws {
         let app = buildApplication(try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry()))

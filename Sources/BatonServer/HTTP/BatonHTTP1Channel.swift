@@ -270,8 +270,10 @@ extension ConnectionPersistence {
     /// An upgrade request (llhttp's reading: an `Upgrade` field, and `upgrade` among the
     /// `Connection` options), or an HTTP/1.0 request with `Transfer-Encoding`.
     static func endsTheConnection(_ head: HTTPRequestHead) -> Bool {
-        if head.headers.contains(name: "upgrade") {
-            return head.headers[canonicalForm: "connection"].contains { $0.utf8.elementsEqual("upgrade".utf8, by: { $0 | 0x20 == $1 }) }
+        if head.headers.contains(name: "upgrade"),
+            head.headers[canonicalForm: "connection"].contains(where: { $0.utf8.elementsEqual("upgrade".utf8, by: { $0 | 0x20 == $1 }) })
+        {
+            return true
         }
         return head.version == .http1_0 && head.headers.contains(name: "transfer-encoding")
     }
