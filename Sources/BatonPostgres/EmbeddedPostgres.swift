@@ -64,6 +64,8 @@ public final class EmbeddedPostgres: Sendable {
     /// Every process using the cluster holds a shared lock on this file; the last to stop finds
     /// none but its own and stops the cluster.
     var usersFile: URL { configuration.directory.appendingPathComponent("users.lock") }
+    /// Held while the cluster is set up, or stopped, so that neither meets the other halfway.
+    var setupLock: URL { configuration.directory.appendingPathComponent("lock") }
 
     /// The socket directory: inside the cluster directory when the path is short enough for a
     /// unix socket (about 100 bytes), else a short per-directory path under /tmp.
@@ -102,7 +104,7 @@ public final class EmbeddedPostgres: Sendable {
             for path in [configuration.directory.path, socketDirectory] { chown(path, runAs.uid, runAs.gid) }
         }
         try Self.keepPrivate(socketDirectory, owner: runAs?.uid ?? geteuid())
-        return try withFileLock(configuration.directory.appendingPathComponent("lock").path) {
+        return try withFileLock(setupLock.path) {
             if !fm.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
                 log("initialising a PostgreSQL cluster in \(dataDirectory.path)")
                 try? fm.removeItem(at: dataDirectory)
@@ -160,7 +162,7 @@ public final class EmbeddedPostgres: Sendable {
         guard let descriptor = use.withLock({ held in defer { held = nil }; return held }) else { return }
         var held = true
         defer { if held { close(descriptor) } }
-        try withFileLock(configuration.directory.appendingPathComponent("lock").path) {
+        try withFileLock(setupLock.path) {
             // Released before the set-up lock is, so that a process starting next finds no user.
             defer {
                 close(descriptor)
@@ -177,7 +179,7 @@ public final class EmbeddedPostgres: Sendable {
     /// `baton flows test`, whose clusters are their own. This instance stops using it too.
     public func forceStop() throws {
         if let descriptor = use.withLock({ held in defer { held = nil }; return held }) { close(descriptor) }
-        try withFileLock(configuration.directory.appendingPathComponent("lock").path) { try stopCluster() }
+        try withFileLock(setupLock.path) { try stopCluster() }
     }
 
     private func stopCluster() throws {
