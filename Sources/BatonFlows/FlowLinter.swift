@@ -60,8 +60,8 @@ public struct FlowLinter: Sendable {
                 // Nothing any outcome, case or guard can say leads out: every command that enters
                 // goes round until refused, and the flow can never finish.
                 findings.error(
-                    text + " and no way out: no outcome, case, guard or validation leads elsewhere, so every command that enters "
-                        + "is refused after \(FlowEngine.maxHops) action states; give one of them a way to another state or an error",
+                    text + " and no way out: no outcome, case or guard's else leads to another state, so every command that enters "
+                        + "is refused after \(FlowEngine.maxHops) action states; give one of them a way to another state",
                     first.location)
             } else if loop.calls {
                 // Each turn calls a service again, and a failing one sends the command round.

@@ -124,52 +124,31 @@ struct LinterTests {
             #expect(loading.isEmpty, "\(loading)")
             return flow.map { FlowLinter(catalog: catalog).lint($0).ordered } ?? []
         }
-        let closed = lint(
-            """
-            flow: loop
-            start: a
-            states:
-              a:
-                do: marks.add
-                outcomes: { added: b, already: b }
-              b:
-                do: marks.add
-                outcomes: { added: a, already: a }
-            """)
+        // Two action states, `a` (its body given) and `b`, which goes back to `a` whatever happens.
+        func loop(_ a: String, more: String = "") -> [Diagnostic] {
+            lint(
+                """
+                flow: loop
+                start: a
+                states:
+                  a:
+                \(a)
+                  b:
+                    do: marks.add
+                    outcomes: { added: a, already: a }
+                \(more)
+                """)
+        }
+        let closed = loop("    do: marks.add\n    outcomes: { added: b, already: b }")
         #expect(closed.map(\.description) == [
-            "loop.yaml:4:3: error: action states 'a' → 'b' → 'a' form a loop with no answer between them and no way out: no outcome, case, guard or validation leads elsewhere, so every command that enters is refused after \(FlowEngine.maxHops) action states; give one of them a way to another state or an error"
+            "loop.yaml:4:3: error: action states 'a' → 'b' → 'a' form a loop with no answer between them and no way out: no outcome, case or guard's else leads to another state, so every command that enters is refused after \(FlowEngine.maxHops) action states; give one of them a way to another state"
         ])
         // A guard without `else` is no way out: refused, it would stay in an action state, which
         // has nothing to answer with.
-        let guarded = lint(
-            """
-            flow: loop
-            start: a
-            states:
-              a:
-                guard: marks.allowed
-                do: marks.add
-                outcomes: { added: b, already: b }
-              b:
-                do: marks.add
-                outcomes: { added: a, already: a }
-            """)
+        let guarded = loop("    guard: marks.allowed\n    do: marks.add\n    outcomes: { added: b, already: b }")
         #expect(guarded.contains { $0.severity == .error && $0.message.contains("no way out") }, "\(guarded)")
         // One outcome that leaves makes it a loop that may end: a warning, as before.
-        let open = lint(
-            """
-            flow: loop
-            start: a
-            states:
-              a:
-                do: marks.add
-                outcomes: { added: b, already: done }
-              b:
-                do: marks.add
-                outcomes: { added: a, already: a }
-              done:
-                done: {}
-            """)
+        let open = loop("    do: marks.add\n    outcomes: { added: b, already: done }", more: "  done:\n    done: {}")
         #expect(open.map(\.severity) == [.warning], "\(open)")
     }
 

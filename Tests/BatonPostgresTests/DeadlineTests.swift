@@ -845,13 +845,7 @@ extension DeadlineTests {
     /// How many fail-fast probes run in this process now.
     /// The thread ids of the process's probes: a test follows its own probe by id, which a
     /// probe left by an earlier test and ending meanwhile cannot stand in for.
-    static func probeThreadIDs() -> Set<String> {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return Set(tasks.filter { task in
-            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
-                .trimmingCharacters(in: .whitespacesAndNewlines) == "baton-db-probe"
-        })
-    }
+    static func probeThreadIDs() -> Set<String> { Set(processThreads().filter { $0.name == "baton-db-probe" }.map(\.id)) }
 
     /// Waits, up to 8 s, for the probe threads in `ours` to end; whether they did.
     static func probesEnded(_ ours: Set<String>) async throws -> Bool {

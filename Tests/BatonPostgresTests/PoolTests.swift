@@ -774,12 +774,17 @@ private struct LimitedRole {
     }
 }
 
-/// The names of the process's threads, as the kernel keeps them (Linux: none elsewhere).
-func processThreadNames() -> [String] {
+/// The process's threads, by id, with their names as the kernel keeps them (Linux: none
+/// elsewhere).
+func processThreads() -> [(id: String, name: String)] {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-    return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
-        .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+    return tasks.compactMap { task in
+        (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)).map { (task, $0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
 }
+
+/// The names of the process's threads (``processThreads()``).
+func processThreadNames() -> [String] { processThreads().map(\.name) }
 
 /// The calling thread's name, as the kernel keeps it (the database loops name theirs).
 private func currentThreadName() -> String {

@@ -281,6 +281,14 @@ struct OperationalEndpointTests {
         }
     }
 
+    /// The answers to `request`, sent on a connection of its own, given before the server closed
+    /// it (fails when it stays open 10 s); and them as text, for messages.
+    static func answersBeforeClose(port: Int, sending request: String) async throws -> (answers: [Loopback.Answer], text: String) {
+        let answer = try #require(
+            await Loopback.exchange(port: port, sending: Array(request.utf8), timeout: 10), "no connection, or the server kept it open")
+        return (Loopback.Answer.all(answer), String(decoding: answer, as: UTF8.self))
+    }
+
     @Test(
         "CONNECT is refused with 400 and its connection closed at once: Baton is no proxy",
         arguments: [
@@ -294,11 +302,8 @@ struct OperationalEndpointTests {
         // The refusal's envelope is lost the same way; the status and the close are what is left.
         let app = buildApplication(try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry()))
         try await app.test(.live) { client in
-            let port = try #require(client.port)
-            let answer = try #require(
-                await Loopback.exchange(port: port, sending: Array(request.utf8), timeout: 10), "no connection, or the server kept it open")
-            let answers = Loopback.Answer.all(answer)
-            #expect(answers.map(\.statusCode) == [400], "\(String(decoding: answer, as: UTF8.self))")
+            let (answers, text) = try await Self.answersBeforeClose(port: try #require(client.port), sending: request)
+            #expect(answers.map(\.statusCode) == [400], "\(text)")
             #expect(answers.first?.field("connection") == "close")
             let metrics = try await client.execute(uri: "/metrics", method: .get).text
             #expect(metrics.contains(#"baton_http_refused_total{reason="request_line"} 1"#))
@@ -316,12 +321,10 @@ struct OperationalEndpointTests {
     func upgradeClosesAfterItsAnswer(_ request: String) async throws {
         let app = buildApplication(try await TestApplication.environment(flows: TestFlows.directory, registry: TestFlows.registry()))
         try await app.test(.live) { client in
-            let port = try #require(client.port)
-            let bytes = Array((request + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").utf8)
-            let answer = try #require(await Loopback.exchange(port: port, sending: bytes, timeout: 10), "no connection, or the server kept it open")
-            let answers = Loopback.Answer.all(answer)
-            #expect(answers.count == 1, "\(String(decoding: answer, as: UTF8.self))")
-            #expect(answers.first?.field("connection") == "close", "\(String(decoding: answer, as: UTF8.self))")
+            let (answers, text) = try await Self.answersBeforeClose(
+                port: try #require(client.port), sending: request + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(answers.count == 1, "\(text)")
+            #expect(answers.first?.field("connection") == "close", "\(text)")
         }
     }
 

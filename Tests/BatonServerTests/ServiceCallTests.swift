@@ -27,11 +27,14 @@ struct ServiceCallTests {
         return logger
     }
 
-    static func client(_ server: TrackingServer, resolve: @escaping @Sendable (String) -> [String] = EgressRule.resolve) -> ServiceClient {
+    static func client(
+        _ server: TrackingServer, metrics: any ServiceMetrics = NoServiceMetrics(), logger: Logger = Self.logger,
+        resolve: @escaping @Sendable (String) -> [String] = EgressRule.resolve
+    ) -> ServiceClient {
         let url = server.baseURL
         return ServiceClient(
             settings: { $0 == "baton.service.tracking.url" ? url : ($0 == "baton.service.tracking.token" ? "sesame" : nil) },
-            logger: logger, resolve: resolve)
+            metrics: metrics, logger: logger, resolve: resolve)
     }
 
     static func tracking(
@@ -78,8 +81,7 @@ struct ServiceCallTests {
     func circuit() async throws {
         let server = try await TrackingServer()
         let metrics = BatonMetrics()
-        let url = server.baseURL
-        let client = ServiceClient(settings: { $0 == "baton.service.tracking.url" ? url : nil }, metrics: metrics, logger: Self.logger)
+        let client = Self.client(server, metrics: metrics)
         let service = Self.tracking(attempts: 1, failures: 2, open: .milliseconds(600))
         func gauge() -> Bool { String(decoding: metrics.render(), as: UTF8.self).contains(#"baton_service_circuit_open{service="tracking"} 1"#) }
         server.configure { $0.forceStatus = 500 }
@@ -104,8 +106,7 @@ struct ServiceCallTests {
     func circuitPerTimeout() async throws {
         let server = try await TrackingServer()
         let metrics = BatonMetrics()
-        let url = server.baseURL
-        let client = ServiceClient(settings: { $0 == "baton.service.tracking.url" ? url : nil }, metrics: metrics, logger: Self.logger)
+        let client = Self.client(server, metrics: metrics)
         server.configure { $0.delay = .milliseconds(600) }
         let service = Self.tracking(attempts: 1, attempt: .seconds(2), failures: 2)
         var quick = Self.get("3SDEMO0000001")
@@ -239,14 +240,11 @@ struct ServiceCallTests {
     func statusOutOfRange() async throws {
         let server = try await TrackingServer()
         let metrics = BatonMetrics()
-        let url = server.baseURL
-        let client = ServiceClient(settings: { $0 == "baton.service.tracking.url" ? url : nil }, metrics: metrics, logger: Self.logger)
+        let client = Self.client(server, metrics: metrics)
         server.configure { $0.forceStatus = 999 }
         let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(attempts: 1))
         #expect(result == .failure(.failed), "\(result)")
-        var exposition: [UInt8] = []
-        metrics.registry.emit(into: &exposition)
-        let text = String(decoding: exposition, as: UTF8.self)
+        let text = String(decoding: metrics.render(), as: UTF8.self)
         #expect(text.contains(#"outcome="failed""#) && !text.contains(#"outcome="9xx""#), "\(text)")
         await server.stop()
     }
@@ -256,10 +254,7 @@ struct ServiceCallTests {
         let server = try await TrackingServer()
         let log = LogCapture()
         let metrics = BatonMetrics()
-        let url = server.baseURL
-        let client = ServiceClient(
-            settings: { $0 == "baton.service.tracking.url" ? url : ($0 == "baton.service.tracking.token" ? "sesame" : nil) },
-            metrics: metrics, logger: log.logger(level: .trace))
+        let client = Self.client(server, metrics: metrics, logger: log.logger(level: .trace))
         // A retried attempt and a success: every line the client logs on its way.
         server.configure { $0.failNext = 1 }
         let result = await client.call(Self.get("3SDEMO0000001"), service: Self.tracking(auth: .bearer))
@@ -268,10 +263,9 @@ struct ServiceCallTests {
         #expect(log.lines.count >= 2, "the retry and the answer are logged: \(log.lines)")
         let logged = log.lines.filter { "\($0.message) \($0.metadata)".contains("sesame") }
         #expect(logged.isEmpty, "\(logged)")
-        var exposition: [UInt8] = []
-        metrics.registry.emit(into: &exposition)
-        #expect(String(decoding: exposition, as: UTF8.self).contains("tracking"), "the call is counted")
-        #expect(!String(decoding: exposition, as: UTF8.self).contains("sesame"))
+        let exposition = String(decoding: metrics.render(), as: UTF8.self)
+        #expect(exposition.contains("tracking"), "the call is counted")
+        #expect(!exposition.contains("sesame"))
         await server.stop()
     }
 
