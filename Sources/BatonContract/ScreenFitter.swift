@@ -450,7 +450,9 @@ private struct FitPass: ~Copyable {
             }
             for field in plan.pointee.map {
                 guard let value = object.value(field.source) else { continue }
-                if let key = field.key, !component.pointee.rewritesText(field.target, value) {
+                if let key = field.key, !component.pointee.isText(field.target) || holdsText(value)
+                    || (value.pointee.isNull && !component.pointee.isRequiredText(field.target))
+                {
                     output.write(encoded: key)
                     output.write(at: value)
                 } else {
@@ -506,8 +508,10 @@ private struct FitPass: ~Copyable {
             output.writeKey(key, first: &members.first)
             if let action = members.retypedAction(key) {
                 output.write(action.action, type: action.type)
-            } else if members.component.pointee.rewritesText(key, value) {
-                output.write(holdsNull(value) ? "" : value.pointee.interpolationText)
+            } else if !holdsTextOrNull(value), members.component.pointee.isText(key) {
+                output.write(value.pointee.interpolationText)
+            } else if value.pointee.isNull, members.component.pointee.isRequiredText(key) {
+                output.write("")
             } else {
                 output.write(at: value)
             }
@@ -893,21 +897,18 @@ private struct CompiledComponent {
         return false
     }
 
-    /// Whether `value` in member `key` is written otherwise than as it is: as its text (a value
-    /// of another type where the contract types text), or as "" (null where it requires text).
-    /// Read in place, strings first: a copy of each value (its string's retain) cost every leaf
-    /// component more than the check itself.
-    @inline(__always)
-    func rewritesText(_ key: String, _ value: UnsafePointer<JSONValue>) -> Bool {
-        if holdsText(value) { return false }
-        return holdsNull(value) ? isRequiredText(key) : isText(key)
-    }
-
-    /// Whether a member of `object` is written otherwise than as it is (``rewritesText``): the
-    /// component is then written member by member.
+    /// Whether a member of `object` holds something other than text (or null) where the
+    /// contract types it as text, or null where it requires text: the component is then written
+    /// member by member.
     @inline(__always)
     func hasMistypedText(_ object: JSONObjectView) -> Bool {
-        for index in 0..<object.count where rewritesText(object.names[index], object.values + index) { return true }
+        for index in 0..<object.count {
+            // Read in place: a copy of each member's value (its string's retain) cost every
+            // leaf component more than the check itself.
+            let value = object.values + index
+            if holdsText(value) { continue }
+            if holdsNull(value) ? isRequiredText(object.names[index]) : isText(object.names[index]) { return true }
+        }
         return false
     }
 
@@ -1034,6 +1035,15 @@ private func holdsText(_ value: UnsafePointer<JSONValue>) -> Bool {
 private func holdsNull(_ value: UnsafePointer<JSONValue>) -> Bool {
     if case .null = value.pointee { return true }
     return false
+}
+
+/// Whether `value` is a string or null: what a field the contract types as text may hold.
+@inline(__always)
+private func holdsTextOrNull(_ value: UnsafePointer<JSONValue>) -> Bool {
+    switch value.pointee {
+    case .string, .null: true
+    default: false
+    }
 }
 
 /// What a component is written from: an object of the tree, or — for the contract fallback
